@@ -1,0 +1,68 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl and OpenSSL
+// (decision 5 of Docs/Architecture.md). SwiftNIO is used by the loopback test server only.
+let package = Package(
+    name: "SessionKit",
+    platforms: [.macOS(.v13)],
+    products: [
+        .library(name: "SessionKit", targets: ["SessionKit"]),
+        .executable(name: "sessionkit-demo", targets: ["sessionkit-demo"]),
+        .executable(name: "sessionkit-bench", targets: ["sessionkit-bench"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
+    ],
+    targets: [
+        .target(
+            name: "CCurl",
+            path: "Sources/CCurl",
+            linkerSettings: [.linkedLibrary("curl")]
+        ),
+        .target(
+            name: "COpenSSL",
+            path: "Sources/COpenSSL",
+            linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
+        ),
+        .target(
+            name: "SessionKit",
+            dependencies: ["CCurl", "COpenSSL"],
+            path: "Sources/SessionKit",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .target(
+            name: "SessionKitTestSupport",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Sources/SessionKitTestSupport",
+            resources: [.copy("Certificates")],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "sessionkit-demo",
+            dependencies: ["SessionKit", "SessionKitTestSupport"],
+            path: "Sources/sessionkit-demo",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "sessionkit-bench",
+            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
+            path: "Sources/sessionkit-bench",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "SessionKitTests",
+            dependencies: ["SessionKit", "SessionKitTestSupport"],
+            path: "Tests/SessionKitTests",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+    ]
+)

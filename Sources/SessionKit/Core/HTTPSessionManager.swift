@@ -1,0 +1,375 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A ``URLSessionManager`` for an HTTP API: a base URL, a request serializer and the HTTP verbs, each in a closure
+/// form (AFNetworking's `GET:parameters:headers:progress:success:failure:`) and an async form.
+///
+/// ```swift
+/// let manager = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:8080/v1"))
+/// manager.requestSerializer = JSONRequestSerializer()
+/// manager.get("users", parameters: ["page": 2], headers: nil, progress: nil,
+///             success: { task, object in print(object ?? "empty") },
+///             failure: { task, error in print(error) })
+///
+/// let result = try await manager.post("users", parameters: ["name": "Ada"])
+/// print(result.statusCode, result.object ?? "")
+/// ```
+///
+/// Relative paths resolve against ``baseURL`` as in AFNetworking: with `http://a/v1/`, `foo` is `http://a/v1/foo`,
+/// `/foo` is `http://a/foo`, and an absolute URL wins.
+open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
+    // @unchecked Sendable: `requestSerializerStorage` is a `Protected` box; `baseURL` is set once in `init`.
+
+    /// The URL relative paths resolve against. A URL with a path is stored with a trailing slash
+    /// (`http://a/v1` becomes `http://a/v1/`), so that `foo` lands under it.
+    public private(set) var baseURL: URL?
+
+    private let requestSerializerStorage = Protected<HTTPRequestSerializer>(HTTPRequestSerializer())
+
+    /// Creates a manager.
+    ///
+    /// - Parameters:
+    ///   - baseURL: The URL relative paths resolve against, or nil to pass absolute URLs only.
+    ///   - sessionConfiguration: The session's configuration; nil means `.default`.
+    public init(baseURL: URL? = nil, sessionConfiguration: URLSessionConfiguration? = nil) {
+        self.baseURL = baseURL.map(Self.normalizedBaseURL)
+        super.init(sessionConfiguration: sessionConfiguration)
+    }
+
+    /// Builds the requests of the verb methods. Default ``HTTPRequestSerializer``.
+    open var requestSerializer: HTTPRequestSerializer {
+        get { requestSerializerStorage.wrappedValue }
+        set { requestSerializerStorage.wrappedValue = newValue }
+    }
+
+    // MARK: - Verbs (closure forms)
+
+    /// Creates and resumes a `GET` task.
+    ///
+    /// - Parameters:
+    ///   - urlString:  A path relative to ``baseURL``, or an absolute URL.
+    ///   - parameters: Encoded into the query by ``requestSerializer``.
+    ///   - headers:    Set on this request, over the serializer's headers.
+    ///   - progress:   Download progress, on the delegate queue.
+    ///   - success:    Called on the completion queue with the task and the serialized object.
+    ///   - failure:    Called on the completion queue with the task (nil when the request could not be built)
+    ///     and the error.
+    /// - Returns: The task, or nil when the request could not be built.
+    @discardableResult
+    open func get(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        progress: ((Progress) -> Void)?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "GET", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: nil, downloadProgress: progress, success: success, failure: failure))
+    }
+
+    /// Creates and resumes a `HEAD` task; `success` gets the task only.
+    @discardableResult
+    open func head(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        success: ((URLSessionDataTask) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "HEAD", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: nil, downloadProgress: nil,
+                         success: { task, _ in success?(task) }, failure: failure))
+    }
+
+    /// Creates and resumes a `POST` task; `progress` reports the upload.
+    @discardableResult
+    open func post(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        progress: ((Progress) -> Void)?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "POST", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: progress, downloadProgress: nil, success: success, failure: failure))
+    }
+
+    /// Creates and resumes a multipart `POST` task: `parameters` become form parts, then `block` appends its own.
+    @discardableResult
+    open func post(
+        _ urlString: String,
+        parameters: [String: Any]?,
+        headers: [String: String]?,
+        constructingBodyWith block: ((MultipartFormData) throws -> Void)?,
+        progress: ((Progress) -> Void)?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        let completion = Self.verbCompletion(success: success, failure: failure)
+        let request: URLRequest
+        do {
+            var built = try requestSerializer.multipartFormRequest(
+                withMethod: "POST", urlString: try absoluteURLString(urlString), parameters: parameters,
+                constructingBodyWith: block)
+            Self.apply(headers, to: &built)
+            request = built
+        } catch {
+            reportBuildFailure(error, failure: failure)
+            return nil
+        }
+        let body = request.httpBody ?? Data()
+        var bodyless = request
+        bodyless.httpBody = nil
+        let task = makeTask(.uploadData(bodyless, body), uploadProgress: progress, completion: completion)
+        return resumed(task as? URLSessionDataTask)
+    }
+
+    /// Creates and resumes a `PUT` task.
+    @discardableResult
+    open func put(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "PUT", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    }
+
+    /// Creates and resumes a `PATCH` task.
+    @discardableResult
+    open func patch(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "PATCH", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    }
+
+    /// Creates and resumes a `DELETE` task; parameters go in the query.
+    @discardableResult
+    open func delete(
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: "DELETE", urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    }
+
+    /// Creates a task for any method, without resuming it.
+    ///
+    /// - Returns: The task, or nil when the request could not be built; `failure(nil, error)` then runs on the
+    ///   completion queue.
+    open func dataTask(
+        withHTTPMethod method: String,
+        urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        uploadProgress: ((Progress) -> Void)?,
+        downloadProgress: ((Progress) -> Void)?,
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> URLSessionDataTask? {
+        let request: URLRequest
+        do {
+            request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
+        } catch {
+            reportBuildFailure(error, failure: failure)
+            return nil
+        }
+        let task = makeTask(.data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
+                            completion: Self.verbCompletion(success: success, failure: failure))
+        return task as? URLSessionDataTask
+    }
+
+    // MARK: - Verbs (async forms)
+
+    /// Sends a `GET` and returns the serialized result. Cancelling the Swift task cancels the request.
+    /// - Throws: The transport, validation or serialization error.
+    public func get(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("GET", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `HEAD` and returns the result (its body is empty).
+    public func head(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("HEAD", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `POST` and returns the serialized result.
+    public func post(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("POST", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `PUT` and returns the serialized result.
+    public func put(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("PUT", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `PATCH` and returns the serialized result.
+    public func patch(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("PATCH", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `DELETE` and returns the serialized result.
+    public func delete(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+        try await perform("DELETE", urlString, parameters: parameters, headers: headers)
+    }
+
+    /// Sends a `GET` and decodes the JSON body into `T` (statuses outside 200–299 fail first).
+    /// - Throws: The transport or validation error, or a decoding error naming the key path.
+    public func get<T: Decodable>(
+        _ urlString: String,
+        parameters: Any? = nil,
+        headers: [String: String]? = nil,
+        as type: T.Type,
+        decoder: JSONDecoder = JSONDecoder()
+    ) async throws -> T {
+        try await decode("GET", urlString, parameters: parameters, headers: headers, as: type, decoder: decoder)
+    }
+
+    /// Sends a `POST` and decodes the JSON body into `T`.
+    public func post<T: Decodable>(
+        _ urlString: String,
+        parameters: Any? = nil,
+        headers: [String: String]? = nil,
+        as type: T.Type,
+        decoder: JSONDecoder = JSONDecoder()
+    ) async throws -> T {
+        try await decode("POST", urlString, parameters: parameters, headers: headers, as: type, decoder: decoder)
+    }
+
+    /// Sends a request with any method and returns the serialized result.
+    public func request(
+        _ method: String,
+        _ urlString: String,
+        parameters: Any? = nil,
+        headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
+        try await perform(method, urlString, parameters: parameters, headers: headers)
+    }
+
+    // MARK: - Helpers
+
+    /// `urlString` resolved against ``baseURL``.
+    func absoluteURLString(_ urlString: String) throws -> String {
+        guard let url = URL(string: urlString, relativeTo: baseURL) else {
+            throw SessionKitError.requestSerialization(.badURL, "\"\(urlString)\" is not a valid URL.")
+        }
+        return url.absoluteString
+    }
+
+    private func buildRequest(method: String, urlString: String, parameters: Any?, headers: [String: String]?) throws
+        -> URLRequest
+    {
+        var request = try requestSerializer.request(
+            withMethod: method, urlString: try absoluteURLString(urlString), parameters: parameters)
+        Self.apply(headers, to: &request)
+        return request
+    }
+
+    private static func apply(_ headers: [String: String]?, to request: inout URLRequest) {
+        for (field, value) in headers ?? [:] {
+            request.setValue(value, forHTTPHeaderField: field)
+        }
+    }
+
+    private func resumed(_ task: URLSessionDataTask?) -> URLSessionDataTask? {
+        if let task { resume(task) }
+        return task
+    }
+
+    private func reportBuildFailure(_ error: Error, failure: ((URLSessionDataTask?, Error) -> Void)?) {
+        onCompletionQueue { failure?(nil, error) }
+    }
+
+    private static func verbCompletion(
+        success: ((URLSessionDataTask, Any?) -> Void)?,
+        failure: ((URLSessionDataTask?, Error) -> Void)?
+    ) -> (TaskOutcome) -> Void {
+        { outcome in
+            let task = outcome.task as? URLSessionDataTask
+            if let error = outcome.error {
+                failure?(task, error)
+            } else if let task {
+                success?(task, outcome.object)
+            }
+        }
+    }
+
+    private func perform(
+        _ method: String,
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        responseSerializer: URLResponseSerialization? = nil
+    ) async throws -> HTTPResult {
+        let request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
+        let outcome = try await run(request, responseSerializer: responseSerializer)
+        if let error = outcome.error { throw error }
+        guard let response = outcome.response as? HTTPURLResponse else {
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
+        }
+        return HTTPResult(object: outcome.object, response: response, data: outcome.data)
+    }
+
+    private func decode<T: Decodable>(
+        _ method: String,
+        _ urlString: String,
+        parameters: Any?,
+        headers: [String: String]?,
+        as type: T.Type,
+        decoder: JSONDecoder
+    ) async throws -> T {
+        let serializer = DecodableResponseSerializer(type, decoder: decoder)
+        let result = try await perform(method, urlString, parameters: parameters, headers: headers,
+                                       responseSerializer: serializer)
+        guard let value = result.object as? T else {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData, "The response carried no \(T.self).",
+                response: result.response, data: result.data)
+        }
+        return value
+    }
+
+    /// Runs `request` as a data task, cancelling it when the calling Swift task is cancelled.
+    private func run(_ request: URLRequest, responseSerializer: URLResponseSerialization?) async throws -> TaskOutcome {
+        let cancellation = Protected<(task: URLSessionTask?, cancelled: Bool)>((nil, false))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TaskOutcome, Error>) in
+                let task = makeTask(.data(request), responseSerializer: responseSerializer) { outcome in
+                    continuation.resume(returning: outcome)
+                }
+                let alreadyCancelled = cancellation.write { state -> Bool in
+                    state.task = task
+                    return state.cancelled
+                }
+                resume(task)
+                if alreadyCancelled { task.cancel() }
+            }
+        } onCancel: {
+            let task = cancellation.write { state -> URLSessionTask? in
+                state.cancelled = true
+                return state.task
+            }
+            task?.cancel()
+        }
+    }
+
+    /// AFNetworking's rule: a base URL with a path gets a trailing slash.
+    private static func normalizedBaseURL(_ url: URL) -> URL {
+        guard !url.path.isEmpty, !url.absoluteString.hasSuffix("/") else { return url }
+        return URL(string: url.absoluteString + "/") ?? url.appendingPathComponent("")
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The delegate of one `URLSession`: routes each callback to the user's override closure, if any, and to the
+/// per-task delegate of the task it concerns.
+///
+/// The hub holds no reference to its manager, so a manager that goes away is not kept alive by its session: the
+/// hub keeps serving the tasks still running until the session is invalidated.
+final class SessionDelegateHub: NSObject, @unchecked Sendable {
+    // @unchecked Sendable: all state lives in `Protected` boxes or is immutable.
+    private let registry: TaskRegistry
+    private let overrides: Protected<DelegateOverrides>
+    private let onInvalidation: @Sendable (URLSession) -> Void
+
+    /// Creates a hub over the manager's `registry` and `overrides`; `onInvalidation` runs when the session ends.
+    init(registry: TaskRegistry, overrides: Protected<DelegateOverrides>, onInvalidation: @escaping @Sendable (URLSession) -> Void) {
+        self.registry = registry
+        self.overrides = overrides
+        self.onInvalidation = onInvalidation
+    }
+}
+
+// MARK: - URLSessionDelegate
+
+extension SessionDelegateHub: URLSessionDelegate {
+    func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
+        overrides.read { $0.sessionDidBecomeInvalid }?(session, error)
+        onInvalidation(session)
+        var userInfo: [String: Any] = [:]
+        if let error { userInfo[SessionKitNotificationKey.error] = error }
+        NotificationCenter.default.post(name: .sessionKitSessionDidInvalidate, object: session, userInfo: userInfo)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        if let override = overrides.read({ $0.sessionDidReceiveAuthenticationChallenge }) {
+            let (disposition, credential) = override(session, challenge)
+            completionHandler(disposition, credential)
+        } else {
+            completionHandler(.performDefaultHandling, nil)
+        }
+    }
+}
+
+// MARK: - URLSessionTaskDelegate
+
+extension SessionDelegateHub: URLSessionTaskDelegate {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
+        if let override = overrides.read({ $0.taskWillPerformHTTPRedirection }) {
+            completionHandler(override(session, task, response, request))
+        } else {
+            completionHandler(request)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didReceive challenge: URLAuthenticationChallenge,
+        completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
+    ) {
+        if let override = overrides.read({ $0.taskDidReceiveAuthenticationChallenge }) {
+            let (disposition, credential) = override(session, task, challenge)
+            completionHandler(disposition, credential)
+        } else {
+            completionHandler(.performDefaultHandling, nil)
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        needNewBodyStream completionHandler: @escaping (InputStream?) -> Void
+    ) {
+        if let override = overrides.read({ $0.taskNeedNewBodyStream }) {
+            completionHandler(override(session, task))
+        } else {
+            completionHandler(registry.delegate(for: task)?.takeBodyStream())
+        }
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        didSendBodyData bytesSent: Int64,
+        totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {
+        overrides.read { $0.taskDidSendBodyData }?(session, task, bytesSent, totalBytesSent, totalBytesExpectedToSend)
+        registry.delegate(for: task)?.didSendBodyData(
+            totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        // Removed first, so that a finished task leaves nothing in the registry whatever its completion does.
+        let delegate = registry.remove(task)
+        overrides.read { $0.taskDidComplete }?(session, task, error)
+        delegate?.didComplete(error: error)
+    }
+}
+
+// MARK: - URLSessionDataDelegate
+
+extension SessionDelegateHub: URLSessionDataDelegate {
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
+        registry.delegate(for: dataTask)?.didReceive(response: response)
+        if let override = overrides.read({ $0.dataTaskDidReceiveResponse }) {
+            completionHandler(override(session, dataTask, response))
+        } else {
+            completionHandler(.allow)
+        }
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
+        overrides.read { $0.dataTaskDidBecomeDownloadTask }?(session, dataTask, downloadTask)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        overrides.read { $0.dataTaskDidReceiveData }?(session, dataTask, data)
+        registry.delegate(for: dataTask)?.didReceive(data: data)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        willCacheResponse proposedResponse: CachedURLResponse,
+        completionHandler: @escaping (CachedURLResponse?) -> Void
+    ) {
+        if let override = overrides.read({ $0.dataTaskWillCacheResponse }) {
+            completionHandler(override(session, dataTask, proposedResponse))
+        } else {
+            completionHandler(proposedResponse)
+        }
+    }
+}
+
+// MARK: - URLSessionDownloadDelegate
+
+extension SessionDelegateHub: URLSessionDownloadDelegate {
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        // As AFNetworking: the manager-wide closure wins when it returns a URL, else the task's destination.
+        let override = overrides.read { $0.downloadTaskDidFinishDownloading }.flatMap { closure in
+            closure(session, downloadTask, location)
+        }
+        registry.delegate(for: downloadTask)?.didFinishDownloading(to: location, override: override)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        downloadTask: URLSessionDownloadTask,
+        didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64,
+        totalBytesExpectedToWrite: Int64
+    ) {
+        overrides.read { $0.downloadTaskDidWriteData }?(
+            session, downloadTask, bytesWritten, totalBytesWritten, totalBytesExpectedToWrite)
+        registry.delegate(for: downloadTask)?.didWriteData(
+            totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
+    }
+
+    func urlSession(
+        _ session: URLSession,
+        downloadTask: URLSessionDownloadTask,
+        didResumeAtOffset fileOffset: Int64,
+        expectedTotalBytes: Int64
+    ) {
+        overrides.read { $0.downloadTaskDidResume }?(session, downloadTask, fileOffset, expectedTotalBytes)
+    }
+}

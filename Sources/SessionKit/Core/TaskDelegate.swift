@@ -1,0 +1,254 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Everything a finished task produced, handed to its completion.
+struct TaskOutcome {
+    let task: URLSessionTask
+    let response: URLResponse?
+    let data: Data
+    let object: Any?
+    let fileURL: URL?
+    let error: Error?
+}
+
+/// The one object that follows a single task from creation to completion.
+///
+/// It accumulates the body, owns the upload and download `Progress` (cancelling, pausing or resuming them acts on
+/// the task), moves a download to its destination, runs the response serializer off the delegate queue, and
+/// calls the completion on the completion queue inside the completion group, exactly once. The delegate hub
+/// routes every callback of its task here; all of them arrive on the session's serial delegate queue.
+final class TaskDelegate: @unchecked Sendable {
+    // @unchecked Sendable: `lifecycle` and `body` are guarded by `lock`; the rest is immutable after `init`
+    // apart from `Progress`, which is thread-safe.
+
+    /// Where the task's completion goes and what decodes its body.
+    struct Delivery {
+        let responseSerializer: URLResponseSerialization
+        let completionQueue: DispatchQueue
+        let completionGroup: DispatchGroup
+        let processingQueue: DispatchQueue
+    }
+
+    let task: URLSessionTask
+    let uploadProgress: Progress
+    let downloadProgress: Progress
+
+    private let delivery: Delivery
+    private let uploadProgressHandler: ((Progress) -> Void)?
+    private let downloadProgressHandler: ((Progress) -> Void)?
+    private let destination: ((URL, URLResponse) -> URL)?
+    private let completion: (TaskOutcome) -> Void
+    private let forcedError: NSError?
+    private let bodyStream: Protected<InputStream?>
+
+    private let lock = NSLock()
+    private var lifecycle = TaskLifecycle()
+    private var body = Data()
+
+    /// Creates the delegate of `task`.
+    ///
+    /// - Parameters:
+    ///   - task:        The task; the delegate keeps it alive until it completes.
+    ///   - delivery:    The serializer and the queues of the completion.
+    ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
+    ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
+    ///   - destination: For downloads, where to move the file.
+    ///   - bodyStream:  For streamed uploads, the stream to hand URLSession when it asks for one.
+    ///   - uploadLength: The size of the request body when known before sending.
+    ///   - forcedError: When set, the task ends with this error whatever URLSession reports.
+    ///   - control:     Resumes or suspends the task on behalf of its `Progress`, with notifications.
+    ///   - completion:  Called once, on the completion queue.
+    init(
+        task: URLSessionTask,
+        delivery: Delivery,
+        uploadProgressHandler: ((Progress) -> Void)?,
+        downloadProgressHandler: ((Progress) -> Void)?,
+        destination: ((URL, URLResponse) -> URL)?,
+        bodyStream: InputStream?,
+        uploadLength: Int64?,
+        forcedError: NSError?,
+        control: TaskControl,
+        completion: @escaping (TaskOutcome) -> Void
+    ) {
+        self.task = task
+        self.delivery = delivery
+        self.uploadProgressHandler = uploadProgressHandler
+        self.downloadProgressHandler = downloadProgressHandler
+        self.destination = destination
+        self.bodyStream = Protected(bodyStream)
+        self.forcedError = forcedError
+        self.completion = completion
+        self.uploadProgress = Progress(totalUnitCount: -1)
+        self.downloadProgress = Progress(totalUnitCount: -1)
+
+        for progress in [uploadProgress, downloadProgress] {
+            progress.isCancellable = true
+            progress.isPausable = true
+            progress.cancellationHandler = { [weak task] in task?.cancel() }
+            progress.pausingHandler = { [weak task] in if let task { control.suspend(task) } }
+            progress.resumingHandler = { [weak task] in if let task { control.resume(task) } }
+        }
+        if let expected = uploadLength, expected > 0 {
+            uploadProgress.totalUnitCount = expected
+        }
+    }
+
+    // MARK: - Events from the hub (delegate queue)
+
+    /// The response head arrived: the expected length sizes the download progress.
+    func didReceive(response: URLResponse) {
+        let expected = response.expectedContentLength
+        downloadProgress.totalUnitCount = expected > 0 ? expected : -1
+    }
+
+    /// A chunk of the body arrived.
+    func didReceive(data: Data) {
+        let accepted: Bool = lock.withLock {
+            guard lifecycle.acceptsData else { return false }
+            body.append(data)
+            return true
+        }
+        guard accepted else { return }
+        let completed = downloadProgress.completedUnitCount + Int64(data.count)
+        // A decoded (gzip) body outgrows the length on the wire: the total is then unknown until the end.
+        if downloadProgress.totalUnitCount > 0 && completed > downloadProgress.totalUnitCount {
+            downloadProgress.totalUnitCount = -1
+        }
+        downloadProgress.completedUnitCount = completed
+        downloadProgressHandler?(downloadProgress)
+    }
+
+    /// Body bytes were sent.
+    func didSendBodyData(totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
+        uploadProgress.totalUnitCount = totalBytesExpectedToSend > 0 ? totalBytesExpectedToSend : -1
+        uploadProgress.completedUnitCount = totalBytesSent
+        uploadProgressHandler?(uploadProgress)
+    }
+
+    /// A download wrote bytes to its temporary file.
+    func didWriteData(totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
+        downloadProgress.totalUnitCount = totalBytesExpectedToWrite > 0 ? totalBytesExpectedToWrite : -1
+        downloadProgress.completedUnitCount = totalBytesWritten
+        downloadProgressHandler?(downloadProgress)
+    }
+
+    /// URLSession asks for the body stream of a streamed upload. The stream can be handed out once: a second
+    /// request for it (a redirect that resends the body) gets nil and the task fails rather than send a
+    /// half-read stream.
+    func takeBodyStream() -> InputStream? {
+        bodyStream.write { stream in
+            defer { stream = nil }
+            return stream
+        }
+    }
+
+    /// A download finished into the temporary `location`, which URLSession deletes once this returns: move it to
+    /// the destination now. `override` is the manager-wide destination closure's answer, if it has one.
+    func didFinishDownloading(to location: URL, override: URL?) {
+        var fileURL: URL?
+        var moveError: NSError?
+        let target: URL?
+        if let override {
+            target = override
+        } else if let destination, let response = task.response {
+            target = destination(location, response)
+        } else {
+            target = nil
+        }
+        if let target {
+            do {
+                try FileManager.default.moveItem(at: location, to: target)
+                fileURL = target
+            } catch {
+                moveError = SessionKitError.session(
+                    .cannotMoveDownloadedFile,
+                    "The downloaded file could not be moved to \(target.path): \(error.localizedDescription)",
+                    underlying: error)
+            }
+        }
+        _ = lock.withLock { lifecycle.didFinishDownloading(fileURL: fileURL, moveError: moveError) }
+    }
+
+    /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
+    /// ``Notification.Name/sessionKitTaskDidComplete`` on the completion queue.
+    func didComplete(error: Error?) {
+        let (action, data): (TaskLifecycle.CompletionAction, Data) = lock.withLock {
+            let action = lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
+            let data = body
+            body = Data()
+            return (action, data)
+        }
+        guard case .deliver(let fileURL, let finalError) = action else { return }
+
+        if finalError == nil {
+            if downloadProgress.totalUnitCount < 0 || downloadProgress.completedUnitCount > downloadProgress.totalUnitCount {
+                downloadProgress.totalUnitCount = downloadProgress.completedUnitCount
+            }
+            if uploadProgress.totalUnitCount > 0 && uploadProgress.completedUnitCount < uploadProgress.totalUnitCount {
+                uploadProgress.completedUnitCount = uploadProgress.totalUnitCount
+                uploadProgressHandler?(uploadProgress)
+            }
+            downloadProgressHandler?(downloadProgress)
+        }
+
+        let delivery = self.delivery
+        let task = self.task
+        let completion = self.completion
+        let response = task.response
+        delivery.completionGroup.enter()
+        delivery.processingQueue.async {
+            var object: Any? = nil
+            var resultError: Error? = finalError
+            if finalError == nil {
+                do {
+                    object = try delivery.responseSerializer.responseObject(for: response, data: fileURL == nil ? data : nil)
+                } catch {
+                    resultError = error
+                }
+            }
+            if let fileURL { object = fileURL }
+            let outcome = TaskOutcome(
+                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError)
+            delivery.completionQueue.async {
+                defer { delivery.completionGroup.leave() }
+                completion(outcome)
+                NotificationCenter.default.post(
+                    name: .sessionKitTaskDidComplete, object: task,
+                    userInfo: Self.notificationUserInfo(outcome, serializer: delivery.responseSerializer))
+            }
+        }
+    }
+
+    // MARK: - Helpers
+
+    /// AFNetworking's `userInfo` for the task-did-complete notification.
+    private static func notificationUserInfo(_ outcome: TaskOutcome, serializer: URLResponseSerialization) -> [String: Any] {
+        var userInfo: [String: Any] = [SessionKitNotificationKey.responseSerializer: serializer]
+        if let fileURL = outcome.fileURL {
+            userInfo[SessionKitNotificationKey.assetPath] = fileURL
+        } else if !outcome.data.isEmpty {
+            userInfo[SessionKitNotificationKey.responseData] = outcome.data
+        }
+        if let error = outcome.error { userInfo[SessionKitNotificationKey.error] = error }
+        if let object = outcome.object { userInfo[SessionKitNotificationKey.serializedResponse] = object }
+        return userInfo
+    }
+}
+
+/// Resumes and suspends tasks for a manager, posting its notifications.
+struct TaskControl: Sendable {
+    /// Resumes `task` and posts ``Notification.Name/sessionKitTaskDidResume``.
+    func resume(_ task: URLSessionTask) {
+        task.resume()
+        NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
+    }
+
+    /// Suspends `task` and posts ``Notification.Name/sessionKitTaskDidSuspend``.
+    func suspend(_ task: URLSessionTask) {
+        task.suspend()
+        NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task)
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The per-task delegates of one manager, keyed by task identity.
+///
+/// A task is registered before it can be resumed and removed when it completes, so a finished task leaves
+/// nothing behind. Keys are object identities, which stay unique across the sessions a manager builds after
+/// each reset (task identifiers do not).
+final class TaskRegistry: @unchecked Sendable {
+    // @unchecked Sendable: `delegates` is a `Protected` box.
+    private let delegates = Protected<[ObjectIdentifier: TaskDelegate]>([:])
+
+    /// Registers `delegate` for its task.
+    func add(_ delegate: TaskDelegate) {
+        delegates.write { $0[ObjectIdentifier(delegate.task)] = delegate }
+    }
+
+    /// The delegate of `task`, if it is still running.
+    func delegate(for task: URLSessionTask) -> TaskDelegate? {
+        delegates.read { $0[ObjectIdentifier(task)] }
+    }
+
+    /// Removes and returns the delegate of `task`.
+    @discardableResult
+    func remove(_ task: URLSessionTask) -> TaskDelegate? {
+        delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+    }
+
+    /// The tasks still registered, oldest first.
+    var tasks: [URLSessionTask] {
+        delegates.read { $0.values.map(\.task) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    /// How many tasks are registered.
+    var count: Int {
+        delegates.read { $0.count }
+    }
+}

@@ -1,0 +1,420 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Creates and manages the tasks of one `URLSession`, AFNetworking's `AFURLSessionManager` for Linux.
+///
+/// Every task gets a per-task delegate that collects its body, reports its upload and download `Progress`, runs
+/// the ``responseSerializer`` off the delegate queue and calls the completion handler exactly once, on
+/// ``completionQueue`` (by default the manager's own serial queue, never the main queue) inside
+/// ``completionGroup``.
+///
+/// ```swift
+/// let manager = URLSessionManager()
+/// let request = URLRequest(url: URL(string: "http://127.0.0.1:8080/get")!)
+/// let task = manager.dataTask(with: request) { response, object, error in
+///     print(object ?? error ?? "nothing")
+/// }
+/// manager.resume(task)
+/// ```
+///
+/// Delegate callbacks can be observed or taken over through the closure properties (``taskDidComplete``,
+/// ``taskWillPerformHTTPRedirection``, …). Invalidate the session with
+/// ``invalidateSessionCancelingTasks(_:resetSession:)``; a manager that is released finishes its running tasks
+/// and then lets its session go.
+open class URLSessionManager: NSObject, @unchecked Sendable {
+    // @unchecked Sendable: mutable state lives in `Protected` boxes (`sessionState`, `settings`, `overrides`)
+    // and in the thread-safe `TaskRegistry`.
+
+    /// The queue URLSession delivers delegate callbacks on: serial, one per manager.
+    public let operationQueue: OperationQueue
+
+    /// The configuration each session of this manager is built from (a copy is used).
+    public let sessionConfiguration: URLSessionConfiguration
+
+    let registry = TaskRegistry()
+    let overrides = Protected(DelegateOverrides())
+    let control = TaskControl()
+
+    private struct SessionState {
+        var session: URLSession?
+        /// Set when the session was invalidated without a reset: new tasks are refused.
+        var refusesTasks = false
+    }
+
+    private struct Settings {
+        var responseSerializer: URLResponseSerialization = JSONResponseSerializer()
+        var transport: Transport = .foundation
+        var completionQueue: DispatchQueue?
+        var completionGroup: DispatchGroup?
+    }
+
+    private let sessionState = Protected(SessionState())
+    private let settings = Protected(Settings())
+    private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
+    private let privateCompletionGroup = DispatchGroup()
+
+    /// Where response serializers run: off the delegate queue, concurrently across tasks.
+    static let processingQueue = DispatchQueue(label: "com.sessionkit.manager.processing", attributes: .concurrent)
+
+    /// Creates a manager and its session.
+    ///
+    /// - Parameter sessionConfiguration: The session's configuration; nil means `.default`.
+    public init(sessionConfiguration: URLSessionConfiguration? = nil) {
+        self.sessionConfiguration = sessionConfiguration ?? .default
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        queue.name = "com.sessionkit.manager.delegate"
+        self.operationQueue = queue
+        super.init()
+        _ = session
+    }
+
+    deinit {
+        // Running tasks finish and complete; the session then releases its delegate hub.
+        sessionState.read { $0.refusesTasks ? nil : $0.session }?.finishTasksAndInvalidate()
+    }
+
+    // MARK: - Configuration
+
+    /// The session the manager's tasks run in. After a reset (``invalidateSessionCancelingTasks(_:resetSession:)``)
+    /// a new one is built on first use.
+    public var session: URLSession {
+        sessionState.write { state in
+            if let session = state.session { return session }
+            let session = makeSession()
+            state.session = session
+            return session
+        }
+    }
+
+    /// Decodes the bodies of tasks created from now on. Default ``JSONResponseSerializer``.
+    ///
+    /// A task keeps the serializer that was set when it was created.
+    open var responseSerializer: any URLResponseSerialization {
+        get { settings.read { $0.responseSerializer } }
+        set { settings.write { $0.responseSerializer = newValue } }
+    }
+
+    /// How the requests of this manager move bytes. Default ``Transport/foundation``.
+    public var transport: Transport {
+        get { settings.read { $0.transport } }
+        set { settings.write { $0.transport = newValue } }
+    }
+
+    /// The queue completion handlers run on; nil means the manager's private serial queue.
+    public var completionQueue: DispatchQueue? {
+        get { settings.read { $0.completionQueue } }
+        set { settings.write { $0.completionQueue = newValue } }
+    }
+
+    /// The group completion handlers run in; nil means the manager's private group.
+    public var completionGroup: DispatchGroup? {
+        get { settings.read { $0.completionGroup } }
+        set { settings.write { $0.completionGroup = newValue } }
+    }
+
+    // MARK: - Data tasks
+
+    /// Creates (but does not resume) a data task for `request`.
+    ///
+    /// - Parameters:
+    ///   - request:          The request; its body, if any, is sent.
+    ///   - uploadProgress:   Called on the delegate queue as the body is sent.
+    ///   - downloadProgress: Called on the delegate queue as the response body arrives.
+    ///   - completionHandler: Called once on ``completionQueue`` with the response, the serialized object and the
+    ///     error (transport or serialization).
+    open func dataTask(
+        with request: URLRequest,
+        uploadProgress: ((Progress) -> Void)? = nil,
+        downloadProgress: ((Progress) -> Void)? = nil,
+        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+    ) -> URLSessionDataTask {
+        let task = makeTask(
+            .data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
+            completion: Self.objectCompletion(completionHandler))
+        return task as? URLSessionDataTask ?? Self.unreachableTaskType(task)
+    }
+
+    // MARK: - Upload tasks
+
+    /// Creates an upload task that sends the file at `fileURL` as the body of `request`.
+    ///
+    /// A file that cannot be read gives a task that fails with that error when resumed.
+    open func uploadTask(
+        with request: URLRequest,
+        fromFile fileURL: URL,
+        progress: ((Progress) -> Void)? = nil,
+        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+    ) -> URLSessionTask {
+        makeTask(.uploadFile(request, fileURL), uploadProgress: progress, completion: Self.objectCompletion(completionHandler))
+    }
+
+    /// Creates an upload task that sends `bodyData` as the body of `request`.
+    open func uploadTask(
+        with request: URLRequest,
+        from bodyData: Data?,
+        progress: ((Progress) -> Void)? = nil,
+        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+    ) -> URLSessionTask {
+        makeTask(.uploadData(request, bodyData ?? Data()), uploadProgress: progress,
+                 completion: Self.objectCompletion(completionHandler))
+    }
+
+    /// Creates an upload task that streams `request.httpBodyStream` as the body.
+    ///
+    /// The stream is handed to URLSession once; set ``taskNeedNewBodyStream`` to provide a fresh stream when a
+    /// redirect or an authentication challenge makes URLSession send the body again.
+    open func uploadTask(
+        withStreamedRequest request: URLRequest,
+        progress: ((Progress) -> Void)? = nil,
+        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+    ) -> URLSessionTask {
+        makeTask(.uploadStream(request), uploadProgress: progress, completion: Self.objectCompletion(completionHandler))
+    }
+
+    // MARK: - Download tasks
+
+    /// Creates a download task for `request`.
+    ///
+    /// - Parameters:
+    ///   - progress:    Called on the delegate queue as the file is written.
+    ///   - destination: Where to move the downloaded file, given its temporary location and the response; the file
+    ///     must not exist yet. Without it, the file is deleted once the download ends.
+    ///   - completionHandler: Called once on ``completionQueue`` with the response, the final file URL and the
+    ///     error (transport, validation by ``responseSerializer``, or the move).
+    open func downloadTask(
+        with request: URLRequest,
+        progress: ((Progress) -> Void)? = nil,
+        destination: ((URL, URLResponse) -> URL)? = nil,
+        completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
+    ) -> URLSessionTask {
+        makeTask(.download(request), downloadProgress: progress, destination: destination,
+                 completion: Self.fileCompletion(completionHandler))
+    }
+
+    /// Creates a download task that resumes from `resumeData`.
+    ///
+    /// URLSession's built-in transport on Linux never produces resume data, so on ``Transport/foundation`` this
+    /// returns a task that fails, when resumed, with ``SessionKitError/Code/resumeDataUnavailable``.
+    open func downloadTask(
+        withResumeData resumeData: Data,
+        progress: ((Progress) -> Void)? = nil,
+        destination: ((URL, URLResponse) -> URL)? = nil,
+        completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
+    ) -> URLSessionTask {
+        let error = SessionKitError.session(
+            .resumeDataUnavailable,
+            "Downloads cannot be resumed on the \(transport.rawValue) transport: URLSession on Linux keeps no resume data.")
+        return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
+                        completion: Self.fileCompletion(completionHandler))
+    }
+
+    // MARK: - Progress
+
+    /// The upload progress of a running task of this manager.
+    public func uploadProgress(for task: URLSessionTask) -> Progress? {
+        registry.delegate(for: task)?.uploadProgress
+    }
+
+    /// The download progress of a running task of this manager.
+    public func downloadProgress(for task: URLSessionTask) -> Progress? {
+        registry.delegate(for: task)?.downloadProgress
+    }
+
+    // MARK: - Tasks
+
+    /// The tasks created by this manager that have not completed, oldest first.
+    public var tasks: [URLSessionTask] { registry.tasks }
+
+    /// The running data tasks (upload tasks excluded).
+    public var dataTasks: [URLSessionDataTask] {
+        tasks.compactMap { $0 is URLSessionUploadTask ? nil : $0 as? URLSessionDataTask }
+    }
+
+    /// The running upload tasks.
+    public var uploadTasks: [URLSessionUploadTask] { tasks.compactMap { $0 as? URLSessionUploadTask } }
+
+    /// The running download tasks.
+    public var downloadTasks: [URLSessionDownloadTask] { tasks.compactMap { $0 as? URLSessionDownloadTask } }
+
+    /// Resumes `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidResume``.
+    public func resume(_ task: URLSessionTask) {
+        control.resume(task)
+    }
+
+    /// Suspends `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidSuspend``.
+    public func suspend(_ task: URLSessionTask) {
+        control.suspend(task)
+    }
+
+    // MARK: - Invalidation
+
+    /// Invalidates the session.
+    ///
+    /// - Parameters:
+    ///   - cancelPendingTasks: Cancel running tasks (their completions get `URLError.cancelled`) instead of letting
+    ///     them finish.
+    ///   - resetSession: Build a new session on next use. Without a reset, tasks created afterwards fail with
+    ///     ``SessionKitError/Code/sessionInvalidated`` when resumed.
+    public func invalidateSessionCancelingTasks(_ cancelPendingTasks: Bool, resetSession: Bool) {
+        sessionState.write { state in
+            guard let session = state.session else {
+                if !resetSession { state.refusesTasks = true }
+                return
+            }
+            if cancelPendingTasks {
+                session.invalidateAndCancel()
+            } else {
+                session.finishTasksAndInvalidate()
+            }
+            state.session = nil
+            state.refusesTasks = !resetSession
+        }
+    }
+
+    /// Runs `work` on the completion queue, inside the completion group.
+    func onCompletionQueue(_ work: @escaping () -> Void) {
+        let (queue, group) = settings.read { ($0.completionQueue, $0.completionGroup) }
+        (queue ?? privateCompletionQueue).async(group: group ?? privateCompletionGroup, execute: work)
+    }
+
+    // MARK: - Task creation
+
+    /// What a task is made of.
+    enum TaskSource {
+        case data(URLRequest)
+        case uploadData(URLRequest, Data)
+        case uploadFile(URLRequest, URL)
+        case uploadStream(URLRequest)
+        case download(URLRequest)
+        /// A task that must fail with this error as soon as it is resumed.
+        case refused(NSError, download: Bool)
+    }
+
+    /// Creates the task for `source`, registers its per-task delegate and returns it, not resumed.
+    func makeTask(
+        _ source: TaskSource,
+        uploadProgress: ((Progress) -> Void)? = nil,
+        downloadProgress: ((Progress) -> Void)? = nil,
+        destination: ((URL, URLResponse) -> URL)? = nil,
+        responseSerializer: URLResponseSerialization? = nil,
+        completion: @escaping (TaskOutcome) -> Void
+    ) -> URLSessionTask {
+        var source = source
+        if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
+            source = .refused(
+                SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
+                download: false)
+        }
+        // Created under the session lock: URLSession stops the process when a task is created in a session that
+        // another thread has just invalidated.
+        let created: URLSessionTask? = sessionState.write { state in
+            if state.refusesTasks { return nil }
+            if case .refused = source { return nil }
+            let session = state.session ?? makeSession()
+            state.session = session
+            return Self.task(for: source, in: session)
+        }
+        let task: URLSessionTask
+        let forcedError: NSError?
+        let registry: TaskRegistry
+        if let created {
+            (task, forcedError, registry) = (created, nil, self.registry)
+        } else {
+            let refusal = RefusalSession.shared
+            let isDownload: Bool
+            switch source {
+            case .refused(let error, let download):
+                (forcedError, isDownload) = (error, download)
+            case .download:
+                (forcedError, isDownload) = (Self.invalidatedError, true)
+            default:
+                (forcedError, isDownload) = (Self.invalidatedError, false)
+            }
+            task = isDownload ? refusal.downloadTask() : refusal.dataTask()
+            registry = refusal.registry
+        }
+
+        let settings = self.settings.wrappedValue
+        let delivery = TaskDelegate.Delivery(
+            responseSerializer: responseSerializer ?? settings.responseSerializer,
+            completionQueue: settings.completionQueue ?? privateCompletionQueue,
+            completionGroup: settings.completionGroup ?? privateCompletionGroup,
+            processingQueue: Self.processingQueue)
+        let delegate = TaskDelegate(
+            task: task, delivery: delivery,
+            uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
+            destination: destination, bodyStream: Self.bodyStream(of: source),
+            uploadLength: Self.uploadLength(of: source), forcedError: forcedError,
+            control: control, completion: completion)
+        registry.add(delegate)
+        return task
+    }
+
+    /// Builds a session over a new delegate hub.
+    private func makeSession() -> URLSession {
+        let hub = SessionDelegateHub(registry: registry, overrides: overrides) { _ in }
+        let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
+        return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
+    }
+
+    private static func task(for source: TaskSource, in session: URLSession) -> URLSessionTask {
+        switch source {
+        case .data(let request):
+            return session.dataTask(with: request)
+        case .uploadData(let request, let data):
+            return session.uploadTask(with: request, from: data)
+        case .uploadFile(let request, let fileURL):
+            return session.uploadTask(with: request, fromFile: fileURL)
+        case .uploadStream(let request):
+            return session.uploadTask(withStreamedRequest: request)
+        case .download(let request):
+            return session.downloadTask(with: request)
+        case .refused(_, let download):
+            return download ? RefusalSession.shared.downloadTask() : RefusalSession.shared.dataTask()
+        }
+    }
+
+    private static func bodyStream(of source: TaskSource) -> InputStream? {
+        if case .uploadStream(let request) = source { return request.httpBodyStream }
+        return nil
+    }
+
+    private static func uploadLength(of source: TaskSource) -> Int64? {
+        switch source {
+        case .data(let request):
+            return request.httpBody.map { Int64($0.count) }
+        case .uploadData(_, let data):
+            return Int64(data.count)
+        case .uploadFile(_, let fileURL):
+            let size = try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber
+            return size?.int64Value
+        case .uploadStream(let request):
+            return request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
+        case .download, .refused:
+            return nil
+        }
+    }
+
+    /// Adapts a public `(response, object, error)` handler.
+    static func objectCompletion(_ handler: ((URLResponse?, Any?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+        { outcome in handler?(outcome.response, outcome.object, outcome.error) }
+    }
+
+    /// Adapts a public `(response, fileURL, error)` handler.
+    static func fileCompletion(_ handler: ((URLResponse?, URL?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+        { outcome in handler?(outcome.response, outcome.fileURL, outcome.error) }
+    }
+
+    /// `session.dataTask(with:)` always returns a data task; this only satisfies the type checker.
+    private static func unreachableTaskType(_ task: URLSessionTask) -> URLSessionDataTask {
+        RefusalSession.shared.dataTask()
+    }
+
+    private static var invalidatedError: NSError {
+        SessionKitError.session(.sessionInvalidated, "The manager's session was invalidated; it creates no more tasks.")
+    }
+}

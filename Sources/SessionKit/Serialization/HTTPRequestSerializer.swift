@@ -1,0 +1,319 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Builds requests with AFNetworking's query-string and form encoding.
+///
+/// GET, HEAD and DELETE put the parameters in the URL query; other methods send them as an
+/// `application/x-www-form-urlencoded` body. Default headers (`Accept-Language`, `User-Agent`) and those you set
+/// are added to every request that does not already carry them.
+///
+/// ```swift
+/// let serializer = HTTPRequestSerializer()
+/// serializer.setValue("abc", forHTTPHeaderField: "X-Token")
+/// let request = try serializer.request(withMethod: "GET", urlString: "http://127.0.0.1:8080/get",
+///                                      parameters: ["q": "swift", "page": 2])
+/// // http://127.0.0.1:8080/get?page=2&q=swift
+/// ```
+open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked Sendable {
+    // @unchecked Sendable: every stored property below is guarded by `state`.
+
+    /// Configuration shared by every request this serializer builds.
+    struct State {
+        var stringEncoding: String.Encoding = .utf8
+        var headers: [String: String] = [:]
+        var headerOrder: [String] = []
+        var timeoutInterval: TimeInterval?
+        var cachePolicy: URLRequest.CachePolicy?
+        var httpShouldHandleCookies: Bool?
+        var allowsCellularAccess: Bool?
+        var httpShouldUsePipelining: Bool?
+        var networkServiceType: URLRequest.NetworkServiceType?
+        var methodsEncodingParametersInURI: Set<String> = ["GET", "HEAD", "DELETE"]
+        var queryStringSerialization: ((URLRequest, Any) throws -> String)?
+    }
+
+    let state = Protected(State())
+
+    /// Creates a serializer with the default `Accept-Language` and `User-Agent` headers.
+    public override init() {
+        super.init()
+        let languages = Self.acceptLanguageHeader()
+        if !languages.isEmpty { setValue(languages, forHTTPHeaderField: "Accept-Language") }
+        setValue(Self.defaultUserAgent, forHTTPHeaderField: "User-Agent")
+    }
+
+    // MARK: - Request properties (applied only when set)
+
+    /// The encoding of query strings and form bodies. Default `.utf8`.
+    public var stringEncoding: String.Encoding {
+        get { state.read { $0.stringEncoding } }
+        set { state.write { $0.stringEncoding = newValue } }
+    }
+
+    /// The timeout of built requests; applied only once set. Default 60 seconds, as `URLRequest`.
+    public var timeoutInterval: TimeInterval {
+        get { state.read { $0.timeoutInterval } ?? 60 }
+        set { state.write { $0.timeoutInterval = newValue } }
+    }
+
+    /// The cache policy of built requests; applied only once set.
+    public var cachePolicy: URLRequest.CachePolicy {
+        get { state.read { $0.cachePolicy } ?? .useProtocolCachePolicy }
+        set { state.write { $0.cachePolicy = newValue } }
+    }
+
+    /// Whether built requests send and store cookies; applied only once set.
+    public var httpShouldHandleCookies: Bool {
+        get { state.read { $0.httpShouldHandleCookies } ?? true }
+        set { state.write { $0.httpShouldHandleCookies = newValue } }
+    }
+
+    /// Whether built requests may use a cellular link; applied only once set.
+    public var allowsCellularAccess: Bool {
+        get { state.read { $0.allowsCellularAccess } ?? true }
+        set { state.write { $0.allowsCellularAccess = newValue } }
+    }
+
+    /// Whether built requests may be pipelined; applied only once set.
+    public var httpShouldUsePipelining: Bool {
+        get { state.read { $0.httpShouldUsePipelining } ?? false }
+        set { state.write { $0.httpShouldUsePipelining = newValue } }
+    }
+
+    /// The network service type of built requests; applied only once set.
+    public var networkServiceType: URLRequest.NetworkServiceType {
+        get { state.read { $0.networkServiceType } ?? .default }
+        set { state.write { $0.networkServiceType = newValue } }
+    }
+
+    /// Methods whose parameters go in the URL query rather than the body. Default GET, HEAD and DELETE.
+    public var httpMethodsEncodingParametersInURI: Set<String> {
+        get { state.read { $0.methodsEncodingParametersInURI } }
+        set { state.write { $0.methodsEncodingParametersInURI = Set(newValue.map { $0.uppercased() }) } }
+    }
+
+    // MARK: - Headers
+
+    /// The headers added to every request that does not already have them.
+    public var httpRequestHeaders: [String: String] {
+        state.read { $0.headers }
+    }
+
+    /// Sets (or, with nil, removes) a default header. Field names are matched without regard to case.
+    public func setValue(_ value: String?, forHTTPHeaderField field: String) {
+        state.write { state in
+            let existing = state.headers.keys.first { $0.caseInsensitiveCompare(field) == .orderedSame }
+            if let existing {
+                state.headers[existing] = nil
+                state.headerOrder.removeAll { $0 == existing }
+            }
+            if let value {
+                state.headers[field] = value
+                state.headerOrder.append(field)
+            }
+        }
+    }
+
+    /// The default header for `field`, matched without regard to case.
+    public func value(forHTTPHeaderField field: String) -> String? {
+        state.read { state in
+            state.headers.first { $0.key.caseInsensitiveCompare(field) == .orderedSame }?.value
+        }
+    }
+
+    /// Sets `Authorization: Basic base64(username:password)`.
+    public func setAuthorizationHeaderField(username: String, password: String) {
+        let token = Data("\(username):\(password)".utf8).base64EncodedString()
+        setValue("Basic \(token)", forHTTPHeaderField: "Authorization")
+    }
+
+    /// Removes the `Authorization` header.
+    public func clearAuthorizationHeader() {
+        setValue(nil, forHTTPHeaderField: "Authorization")
+    }
+
+    // MARK: - Query string
+
+    /// Replaces the query-string encoding with `block`; an error it throws fails the request with that error.
+    public func setQueryStringSerialization(_ block: @escaping (URLRequest, Any) throws -> String) {
+        state.write { $0.queryStringSerialization = block }
+    }
+
+    /// Percent-escapes `string` as a query key or value (AFNetworking's `AFPercentEscapedStringFromString`).
+    public static func percentEscapedString(_ string: String) -> String {
+        QueryStringEncoding.percentEscaped(string)
+    }
+
+    /// The query string for `parameters` (AFNetworking's `AFQueryStringFromParameters`).
+    public static func queryString(from parameters: [String: Any]) -> String {
+        QueryStringEncoding.queryString(from: parameters)
+    }
+
+    // MARK: - Building requests
+
+    /// Builds a request for `method` and `urlString` with `parameters` encoded.
+    ///
+    /// - Throws: An error in ``SessionKitError/requestSerializationDomain`` for a URL that cannot be parsed or
+    ///   parameters that cannot be encoded.
+    public func request(withMethod method: String, urlString: String, parameters: Any?) throws -> URLRequest {
+        guard let url = URL(string: urlString), url.scheme != nil else {
+            throw SessionKitError.requestSerialization(.badURL, "The URL \"\(urlString)\" is not a valid absolute URL.")
+        }
+        var request = URLRequest(url: url)
+        request.httpMethod = method.uppercased()
+        applyRequestProperties(to: &request)
+        return try self.request(bySerializingRequest: request, withParameters: parameters)
+    }
+
+    /// Adds the default headers and encodes `parameters` into `request`.
+    open func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws -> URLRequest {
+        var request = request
+        applyDefaultHeaders(to: &request)
+        let method = (request.httpMethod ?? "GET").uppercased()
+        let (encoding, custom, uriMethods) = state.read { ($0.stringEncoding, $0.queryStringSerialization, $0.methodsEncodingParametersInURI) }
+
+        var query: String?
+        if let parameters {
+            if let custom {
+                query = try custom(request, parameters)
+            } else {
+                query = QueryStringEncoding.queryString(from: parameters)
+            }
+        }
+
+        if uriMethods.contains(method) {
+            if let query, !query.isEmpty, let url = request.url {
+                request.url = Self.url(url, appendingQuery: query)
+            }
+        } else {
+            if request.value(forHTTPHeaderField: "Content-Type") == nil {
+                request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
+            }
+            guard let body = (query ?? "").data(using: encoding) else {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeRawData, "The parameters cannot be written in the string encoding \(encoding).")
+            }
+            request.httpBody = body
+        }
+        return request
+    }
+
+    // MARK: - Multipart
+
+    /// Builds a `multipart/form-data` request: `parameters` become form parts, then `block` appends its own.
+    ///
+    /// - Throws: An error in ``SessionKitError/requestSerializationDomain`` when a part cannot be read.
+    public func multipartFormRequest(
+        withMethod method: String,
+        urlString: String,
+        parameters: [String: Any]?,
+        constructingBodyWith block: ((MultipartFormData) throws -> Void)?
+    ) throws -> URLRequest {
+        guard method.uppercased() != "GET", method.uppercased() != "HEAD" else {
+            throw SessionKitError.requestSerialization(.badURL, "A multipart body cannot be sent with \(method).")
+        }
+        var request = try self.request(withMethod: method, urlString: urlString, parameters: nil)
+        let form = MultipartFormBody(stringEncoding: stringEncoding)
+        if let parameters {
+            for pair in QueryStringEncoding.pairs(key: nil, value: parameters) {
+                let text = pair.value.map { QueryStringEncoding.text(of: $0) } ?? ""
+                form.appendPart(withFormData: Data(text.utf8), name: pair.key)
+            }
+        }
+        try block?(form)
+        let body = form.encodedData()
+        request.httpBody = body
+        request.setValue("multipart/form-data; boundary=\(form.boundary)", forHTTPHeaderField: "Content-Type")
+        request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
+        return request
+    }
+
+    /// Writes the body of a multipart request to `fileURL` and returns the request without a body, ready to be
+    /// uploaded from that file.
+    ///
+    /// `completionHandler` runs once the file is written, with nil or the write error.
+    public func request(
+        withMultipartFormRequest request: URLRequest,
+        writingStreamContentsToFile fileURL: URL,
+        completionHandler: ((Error?) -> Void)?
+    ) -> URLRequest {
+        var stripped = request
+        let body = request.httpBody ?? Data()
+        stripped.httpBody = nil
+        DispatchQueue(label: "com.sessionkit.multipart.write").async {
+            do {
+                try body.write(to: fileURL, options: .atomic)
+                completionHandler?(nil)
+            } catch {
+                completionHandler?(error)
+            }
+        }
+        return stripped
+    }
+
+    // MARK: - Helpers
+
+    /// Copies the set request properties onto `request`.
+    func applyRequestProperties(to request: inout URLRequest) {
+        let state = self.state.wrappedValue
+        if let value = state.timeoutInterval { request.timeoutInterval = value }
+        if let value = state.cachePolicy { request.cachePolicy = value }
+        if let value = state.httpShouldHandleCookies { request.httpShouldHandleCookies = value }
+        if let value = state.allowsCellularAccess { request.allowsCellularAccess = value }
+        if let value = state.httpShouldUsePipelining { request.httpShouldUsePipelining = value }
+        if let value = state.networkServiceType { request.networkServiceType = value }
+    }
+
+    /// Adds each default header that `request` does not carry yet.
+    func applyDefaultHeaders(to request: inout URLRequest) {
+        let (headers, order) = state.read { ($0.headers, $0.headerOrder) }
+        for field in order where request.value(forHTTPHeaderField: field) == nil {
+            if let value = headers[field] { request.setValue(value, forHTTPHeaderField: field) }
+        }
+    }
+
+    /// Whether `method` sends its parameters in the URL query.
+    func encodesParametersInURI(_ method: String?) -> Bool {
+        let method = (method ?? "GET").uppercased()
+        return state.read { $0.methodsEncodingParametersInURI.contains(method) }
+    }
+
+    /// `url` with `query` appended after `?`, or after `&` when it already has a query.
+    static func url(_ url: URL, appendingQuery query: String) -> URL {
+        var string = url.absoluteString
+        var fragment = ""
+        if let hashIndex = string.firstIndex(of: "#") {
+            fragment = String(string[hashIndex...])
+            string = String(string[..<hashIndex])
+        }
+        let separator = url.query == nil ? "?" : (string.hasSuffix("?") || string.hasSuffix("&") ? "" : "&")
+        return URL(string: string + separator + query + fragment) ?? url
+    }
+
+    /// `Accept-Language` from the process's preferred languages: at most six, with falling q-values.
+    static func acceptLanguageHeader() -> String {
+        Locale.preferredLanguages.prefix(6).enumerated().map { index, language in
+            let q = 1.0 - Double(index) * 0.1
+            let qText = index == 0 ? "1" : String(format: "%.1f", q)
+            return "\(language);q=\(qText)"
+        }.joined(separator: ", ")
+    }
+
+    /// `<executable>/<version> (Linux <kernel release>) SessionKit/<version>`.
+    static let defaultUserAgent: String = {
+        let info = Bundle.main.infoDictionary
+        let executable = (info?["CFBundleExecutable"] as? String) ?? ProcessInfo.processInfo.processName
+        let version = (info?["CFBundleShortVersionString"] as? String) ?? (info?["CFBundleVersion"] as? String) ?? "0"
+        var system = utsname()
+        uname(&system)
+        let release = withUnsafeBytes(of: &system.release) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        let agent = "\(executable)/\(version) (Linux \(release)) SessionKit/\(SessionKitVersion.current)"
+        // A header value must be ASCII: drop anything else rather than send a header servers may reject.
+        return String(agent.unicodeScalars.filter { $0.isASCII && $0.value >= 0x20 }.map(Character.init))
+    }()
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Validates the status code and content type of HTTP responses and returns the body as `Data`.
+///
+/// Subclasses decode the body after calling ``validate(response:data:)``.
+open class HTTPResponseSerializer: NSObject, URLResponseSerialization, @unchecked Sendable {
+    // @unchecked Sendable: the acceptable sets are guarded by `settings`.
+    private struct Settings {
+        var acceptableStatusCodes: IndexSet? = IndexSet(integersIn: 200..<300)
+        var acceptableContentTypes: Set<String>?
+    }
+
+    private let settings = Protected(Settings())
+
+    /// Creates a serializer that accepts statuses 200–299 and any content type.
+    public override init() {
+        super.init()
+    }
+
+    /// The statuses that pass validation; nil accepts all. Default 200–299.
+    public var acceptableStatusCodes: IndexSet? {
+        get { settings.read { $0.acceptableStatusCodes } }
+        set { settings.write { $0.acceptableStatusCodes = newValue } }
+    }
+
+    /// The MIME types that pass validation when there is a body; nil accepts any. Default nil.
+    public var acceptableContentTypes: Set<String>? {
+        get { settings.read { $0.acceptableContentTypes } }
+        set { settings.write { $0.acceptableContentTypes = newValue } }
+    }
+
+    /// Checks the status code and, when there is body data, the content type.
+    ///
+    /// Non-HTTP responses pass. Both failures are in ``SessionKitError/responseSerializationDomain``:
+    /// `-1011` (`URLError.badServerResponse`) for a status, `-1016` (`URLError.cannotDecodeContentData`) for a
+    /// content type; when both fail, the status error chains the content-type error as its underlying error.
+    ///
+    /// - Throws: The validation error, with the response, body and failing URL in its `userInfo`.
+    public func validate(response: HTTPURLResponse?, data: Data?) throws {
+        guard let response else { return }
+        let (codes, types) = settings.read { ($0.acceptableStatusCodes, $0.acceptableContentTypes) }
+        var error: NSError?
+
+        if let types, let data, !data.isEmpty {
+            let mimeType = response.mimeType?.lowercased()
+            if mimeType == nil || !types.contains(where: { $0.lowercased() == mimeType }) {
+                let name = mimeType ?? "(none)"
+                error = SessionKitError.responseSerialization(
+                    .cannotDecodeContentData,
+                    "Request failed: unacceptable content-type: \(name)",
+                    response: response, data: data)
+            }
+        }
+        if let codes, !codes.contains(response.statusCode) {
+            let phrase = HTTPURLResponse.localizedString(forStatusCode: response.statusCode)
+            error = SessionKitError.responseSerialization(
+                .badServerResponse,
+                "Request failed: \(phrase) (\(response.statusCode))",
+                response: response, data: data, underlying: error)
+        }
+        if let error { throw error }
+    }
+
+    /// Validates the response and returns the body unchanged.
+    open func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
+        try validate(response: response as? HTTPURLResponse, data: data)
+        return data
+    }
+}

@@ -1,0 +1,53 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends parameters as a JSON body (`Content-Type: application/json` unless the request sets one).
+///
+/// Methods in ``HTTPRequestSerializer/httpMethodsEncodingParametersInURI`` still put the parameters in the query.
+open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
+    // @unchecked Sendable: `writingOptionsStorage` is guarded by its own `Protected` box.
+    private let writingOptionsStorage = Protected<JSONSerialization.WritingOptions>([])
+
+    /// Options for `JSONSerialization` when writing the body. Default none.
+    public var writingOptions: JSONSerialization.WritingOptions {
+        get { writingOptionsStorage.wrappedValue }
+        set { writingOptionsStorage.wrappedValue = newValue }
+    }
+
+    /// Creates a serializer with the default headers and no writing options.
+    public override init() {
+        super.init()
+    }
+
+    /// Encodes `parameters` as JSON into the body, or into the query for URI methods.
+    ///
+    /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` is not
+    ///   a valid JSON object.
+    open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+        -> URLRequest
+    {
+        if encodesParametersInURI(request.httpMethod) {
+            return try super.request(bySerializingRequest: request, withParameters: parameters)
+        }
+        var request = request
+        applyDefaultHeaders(to: &request)
+        guard let parameters else { return request }
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        guard JSONSerialization.isValidJSONObject(parameters) else {
+            throw SessionKitError.requestSerialization(
+                .cannotDecodeContentData, "The `parameters` argument is not valid JSON.")
+        }
+        do {
+            request.httpBody = try JSONSerialization.data(withJSONObject: parameters, options: writingOptions)
+        } catch {
+            throw SessionKitError.requestSerialization(
+                .cannotDecodeContentData, "The `parameters` argument is not valid JSON.", underlying: error)
+        }
+        return request
+    }
+}

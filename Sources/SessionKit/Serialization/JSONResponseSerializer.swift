@@ -1,0 +1,99 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Validates a response and decodes its JSON body.
+///
+/// Accepts `application/json`, `text/json` and `text/javascript`. An empty body, a single space and a 204 give a
+/// nil object and no error. When the status fails validation the body is still parsed, so the error's
+/// `userInfo` carries the server's error document next to the raw body.
+open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
+    // @unchecked Sendable: the options are guarded by `options`.
+    private struct Options {
+        var readingOptions: JSONSerialization.ReadingOptions = []
+        var removesKeysWithNullValues = false
+    }
+
+    private let options = Protected(Options())
+
+    /// Creates a serializer for the JSON content types.
+    public override init() {
+        super.init()
+        acceptableContentTypes = ["application/json", "text/json", "text/javascript"]
+    }
+
+    /// Creates a serializer with the given reading options.
+    public convenience init(readingOptions: JSONSerialization.ReadingOptions) {
+        self.init()
+        self.readingOptions = readingOptions
+    }
+
+    /// Options for `JSONSerialization` when reading. Default none.
+    public var readingOptions: JSONSerialization.ReadingOptions {
+        get { options.read { $0.readingOptions } }
+        set { options.write { $0.readingOptions = newValue } }
+    }
+
+    /// Whether `null` values are removed from dictionaries, recursively through dictionaries and arrays.
+    public var removesKeysWithNullValues: Bool {
+        get { options.read { $0.removesKeysWithNullValues } }
+        set { options.write { $0.removesKeysWithNullValues = newValue } }
+    }
+
+    /// The key under which a failing response's decoded error document is stored in the error's `userInfo`.
+    public static let failingResponseObjectKey = "com.sessionkit.serialization.response.error.object"
+
+    /// Validates the response and returns the decoded JSON object (nil for an empty body).
+    open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
+        var validationError: Error?
+        do {
+            try validate(response: response as? HTTPURLResponse, data: data)
+        } catch {
+            validationError = error
+            // A content-type failure means the body is not JSON: do not try to parse it.
+            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
+        }
+
+        let statusCode = (response as? HTTPURLResponse)?.statusCode
+        guard let data, !data.isEmpty, data != Data([0x20]), statusCode != 204 else {
+            if let validationError { throw validationError }
+            return nil
+        }
+
+        let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data, options: readingOptions)
+        } catch {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData,
+                "The response body is not valid JSON.",
+                response: response, data: data, underlying: validationError ?? error)
+        }
+        let result = removesNulls ? Self.removingNullValues(from: object) : object
+        if let validationError {
+            var userInfo = (validationError as NSError).userInfo
+            userInfo[Self.failingResponseObjectKey] = result
+            let nsError = validationError as NSError
+            throw NSError(domain: nsError.domain, code: nsError.code, userInfo: userInfo)
+        }
+        return result
+    }
+
+    /// `object` with every `null` value removed from dictionaries, through nested dictionaries and arrays.
+    static func removingNullValues(from object: Any) -> Any {
+        if let array = object as? [Any] {
+            return array.map { removingNullValues(from: $0) }
+        }
+        if let dictionary = object as? [String: Any] {
+            var result: [String: Any] = [:]
+            for (key, value) in dictionary where !(value is NSNull) {
+                result[key] = removingNullValues(from: value)
+            }
+            return result
+        }
+        return object
+    }
+}

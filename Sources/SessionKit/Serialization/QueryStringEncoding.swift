@@ -1,0 +1,86 @@
+import Foundation
+
+/// AFNetworking's query-string encoding: the rules both the URL query and form bodies use.
+///
+/// Pairs are sorted by key; a nested dictionary gives `a[b]=c`, an array `a[]=x&a[]=y`, a set its sorted members
+/// under the same key, a null value the bare key, a `Bool` `1` or `0`, and any other value its `description`.
+enum QueryStringEncoding {
+    /// Characters of the URL query allowed set that are still escaped, because they delimit query components.
+    private static let delimiters = ":#[]@!$&'()*+,;="
+
+    /// The URL query allowed set minus ``delimiters``: `?` and `/` stay as they are, a space becomes `%20`.
+    static let allowedCharacters: CharacterSet = {
+        var set = CharacterSet.urlQueryAllowed
+        set.remove(charactersIn: delimiters)
+        return set
+    }()
+
+    /// Percent-escapes `string` for a query key or value.
+    ///
+    /// Escaping works on whole Unicode scalars encoded as UTF-8, so an escaped sequence never splits a
+    /// composed character or an emoji.
+    static func percentEscaped(_ string: String) -> String {
+        string.addingPercentEncoding(withAllowedCharacters: allowedCharacters) ?? string
+    }
+
+    /// The query string for `parameters`, pairs joined by `&`.
+    static func queryString(from parameters: Any) -> String {
+        pairs(key: nil, value: parameters).map(\.encoded).joined(separator: "&")
+    }
+
+    /// One key and its value, before escaping.
+    struct Pair {
+        let key: String
+        let value: Any?
+
+        /// `key=value`, escaped; the bare key for a null value.
+        var encoded: String {
+            guard let value, !(value is NSNull) else { return QueryStringEncoding.percentEscaped(key) }
+            return QueryStringEncoding.percentEscaped(key) + "=" + QueryStringEncoding.percentEscaped(text(of: value))
+        }
+    }
+
+    /// Flattens `value` under `key` into pairs, in AFNetworking's order.
+    static func pairs(key: String?, value: Any?) -> [Pair] {
+        if let dictionary = value as? [AnyHashable: Any] {
+            let sortedKeys = dictionary.keys.sorted { "\($0.base)" < "\($1.base)" }
+            return sortedKeys.flatMap { nestedKey -> [Pair] in
+                let name = "\(nestedKey.base)"
+                let nestedValue = dictionary[nestedKey]
+                return pairs(key: key.map { "\($0)[\(name)]" } ?? name, value: nestedValue)
+            }
+        }
+        if let array = value as? [Any] {
+            return array.flatMap { pairs(key: key.map { "\($0)[]" }, value: $0) }
+        }
+        if let set = value as? Set<AnyHashable> {
+            let sorted = set.sorted { "\($0.base)" < "\($1.base)" }
+            return sorted.flatMap { pairs(key: key, value: $0.base) }
+        }
+        if let set = value as? NSSet {
+            let sorted = set.allObjects.sorted { "\($0)" < "\($1)" }
+            return sorted.flatMap { pairs(key: key, value: $0) }
+        }
+        guard let key else { return [] }
+        return [Pair(key: key, value: value)]
+    }
+
+    /// The text of a scalar value: `1`/`0` for a Boolean, `description` otherwise.
+    static func text(of value: Any) -> String {
+        if let bool = value as? Bool, isBoolean(value) {
+            return bool ? "1" : "0"
+        }
+        if let string = value as? String {
+            return string
+        }
+        return "\(value)"
+    }
+
+    /// Whether `value` is a Boolean (a Swift `Bool` or an `NSNumber` made from one, whose type code is `c`),
+    /// not a number that merely converts to one.
+    private static func isBoolean(_ value: Any) -> Bool {
+        if type(of: value) == Bool.self { return true }
+        guard let number = value as? NSNumber else { return false }
+        return String(cString: number.objCType) == "c"
+    }
+}

@@ -1,0 +1,69 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Error domains and `userInfo` keys of the errors SessionKit creates itself.
+///
+/// Serialization errors keep AFNetworking's shape: an `NSError` in one of the two serialization domains with a
+/// `URLError` code (`-1011` for an unacceptable status, `-1016` for an unacceptable content type or a body that
+/// cannot be decoded), the failing response under ``failingURLResponseKey`` and its body under
+/// ``failingURLResponseDataKey``. Transport failures are `URLError`s with their real codes.
+public enum SessionKitError {
+    /// The domain of errors raised while a request is built from its parameters.
+    public static let requestSerializationDomain = "com.sessionkit.error.serialization.request"
+    /// The domain of errors raised while a response is validated or decoded.
+    public static let responseSerializationDomain = "com.sessionkit.error.serialization.response"
+    /// The domain of errors raised by a manager itself (see ``SessionKitError/Code``).
+    public static let sessionDomain = "com.sessionkit.error.session"
+
+    /// `userInfo` key of the `HTTPURLResponse` that failed validation or decoding.
+    public static let failingURLResponseKey = "com.sessionkit.serialization.response.error.response"
+    /// `userInfo` key of the body `Data` of the response that failed validation or decoding.
+    public static let failingURLResponseDataKey = "com.sessionkit.serialization.response.error.data"
+
+    /// Codes of errors in ``sessionDomain``.
+    public enum Code: Int {
+        /// A task was requested from a manager whose session was invalidated without a reset.
+        case sessionInvalidated = 1
+        /// Resume data that SessionKit cannot use on the current transport, or that is not SessionKit's.
+        case resumeDataUnavailable = 2
+        /// A downloaded file could not be moved to the destination the caller chose.
+        case cannotMoveDownloadedFile = 3
+    }
+
+    /// Builds an error of ``sessionDomain``.
+    static func session(_ code: Code, _ reason: String, underlying: Error? = nil) -> NSError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]
+        if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
+        return NSError(domain: sessionDomain, code: code.rawValue, userInfo: userInfo)
+    }
+
+    /// Builds a request-serialization error with a `URLError` code.
+    static func requestSerialization(_ code: URLError.Code, _ reason: String, underlying: Error? = nil) -> NSError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]
+        if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
+        return NSError(domain: requestSerializationDomain, code: code.rawValue, userInfo: userInfo)
+    }
+
+    /// Builds a response-serialization error carrying the failing response, its body and its URL, chaining
+    /// `underlying` (an earlier validation error, for example).
+    static func responseSerialization(
+        _ code: URLError.Code,
+        _ reason: String,
+        response: URLResponse?,
+        data: Data?,
+        underlying: Error? = nil
+    ) -> NSError {
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]
+        if let response { userInfo[failingURLResponseKey] = response }
+        if let data { userInfo[failingURLResponseDataKey] = data }
+        if let url = response?.url {
+            userInfo[NSURLErrorFailingURLErrorKey] = url
+            userInfo[NSURLErrorFailingURLStringErrorKey] = url.absoluteString
+        }
+        if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
+        return NSError(domain: responseSerializationDomain, code: code.rawValue, userInfo: userInfo)
+    }
+}

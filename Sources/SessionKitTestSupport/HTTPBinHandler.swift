@@ -1,0 +1,324 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// Serves the loopback server's endpoints on one connection. Runs on the channel's event loop only.
+final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let isTLS: Bool
+    private let record: @Sendable (RecordedRequest) -> Void
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+
+    init(isTLS: Bool, record: @escaping @Sendable (RecordedRequest) -> Void) {
+        self.isTLS = isTLS
+        self.record = record
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body.clear()
+        case .body(var chunk):
+            body.writeBuffer(&chunk)
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let bodyData = Data(body.readableBytesView)
+            let recorded = RecordedRequest(
+                method: head.method.rawValue, uri: head.uri,
+                headers: head.headers.map { (name: $0.name, value: $0.value) },
+                body: bodyData.prefix(LoopbackServer.recordedBodyLimit), bodyLength: bodyData.count, isTLS: isTLS)
+            record(recorded)
+            route(Request(head: head, body: bodyData, isTLS: isTLS), context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+
+    // MARK: - Routing
+
+    private func route(_ request: Request, context: ChannelHandlerContext) {
+        let parts = request.pathComponents
+        let first = parts.first ?? ""
+        switch first {
+        case "get", "post", "put", "patch", "delete":
+            guard request.method.lowercased() == first || (first == "get" && request.method == "HEAD") else {
+                return respond(context, request, status: .methodNotAllowed, json: ["error": "method not allowed"])
+            }
+            respond(context, request, json: request.echo())
+        case "anything":
+            respond(context, request, json: request.echo())
+        case "headers":
+            respond(context, request, json: ["headers": request.headerDictionary])
+        case "status":
+            let code = parts.count > 1 ? Int(parts[1]) ?? 400 : 400
+            respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil)
+        case "bytes":
+            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 512 << 20) : 0
+            streamBytes(context, request, count: count, chunked: false, chunkSize: 64 * 1024)
+        case "stream-bytes":
+            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 512 << 20) : 0
+            let chunkSize = max(1, Int(request.query["chunk_size"] ?? "") ?? 10_240)
+            streamBytes(context, request, count: count, chunked: true, chunkSize: chunkSize)
+        case "drip":
+            drip(context, request)
+        case "delay":
+            let seconds = min(Double(parts.count > 1 ? parts[1] : "0") ?? 0, 10)
+            let echo = request.echo()
+            context.eventLoop.scheduleTask(in: .milliseconds(Int64(seconds * 1000))) { [self] in
+                respond(context, request, json: echo)
+            }
+        case "redirect":
+            let remaining = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
+            let location = remaining <= 1 ? "/get" : "/redirect/\(remaining - 1)"
+            redirect(context, request, to: location, status: .found)
+        case "redirect-to":
+            let status = HTTPResponseStatus(statusCode: Int(request.query["status_code"] ?? "") ?? 302)
+            redirect(context, request, to: request.query["url"] ?? "/get", status: status)
+        case "response-headers":
+            var headers = HTTPHeaders()
+            for (name, value) in request.queryPairs { headers.add(name: name, value: value) }
+            let object = Dictionary(request.queryPairs, uniquingKeysWith: { first, _ in first })
+            respond(context, request, json: object, extraHeaders: headers)
+        case "basic-auth":
+            basicAuth(context, request, user: parts.count > 1 ? parts[1] : "", password: parts.count > 2 ? parts[2] : "")
+        case "gzip":
+            var echo = request.echo()
+            echo["gzipped"] = true
+            let json = (try? JSONSerialization.data(withJSONObject: echo, options: [.sortedKeys])) ?? Data()
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Encoding", value: "gzip")
+            respond(context, request, body: Gzip.encode(json), contentType: "application/json", extraHeaders: headers)
+        case "json":
+            respond(context, request, json: Self.sampleDocument)
+        case "xml":
+            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<slideshow title=\"Sample\"><slide><title>One</title></slide></slideshow>\n"
+            respond(context, request, body: Data(xml.utf8), contentType: "application/xml")
+        case "cookies":
+            cookies(context, request, parts: parts)
+        case "fault":
+            fault(context, request, mode: parts.count > 1 ? parts[1] : "")
+        default:
+            respond(context, request, status: .notFound, json: ["error": "no such endpoint: \(request.path)"])
+        }
+    }
+
+    // MARK: - Endpoints
+
+    private func streamBytes(_ context: ChannelHandlerContext, _ request: Request, count: Int, chunked: Bool, chunkSize: Int) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: "application/octet-stream")
+        if chunked {
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+        } else {
+            headers.add(name: "Content-Length", value: String(count))
+        }
+        writeHead(context, request, status: .ok, headers: headers)
+        guard request.method != "HEAD" else { return finish(context, request) }
+        let block = ByteGenerator.block(seed: UInt64(request.query["seed"] ?? "") ?? 42)
+        var remaining = count
+        var offset = 0
+        func writeNext() {
+            guard remaining > 0 else { return finish(context, request) }
+            let size = min(chunkSize, remaining)
+            remaining -= size
+            var buffer = context.channel.allocator.buffer(capacity: size)
+            var filled = 0
+            while filled < size {
+                let piece = min(size - filled, block.count - offset)
+                buffer.writeBytes(block[offset..<offset + piece])
+                offset = (offset + piece) % block.count
+                filled += piece
+            }
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { result in
+                if case .success = result { writeNext() }
+            }
+        }
+        writeNext()
+    }
+
+    private func drip(_ context: ChannelHandlerContext, _ request: Request) {
+        let count = max(0, min(Int(request.query["numbytes"] ?? "") ?? 10, 10 << 20))
+        let duration = max(0, min(Double(request.query["duration"] ?? "") ?? 2, 30))
+        let delay = max(0, min(Double(request.query["delay"] ?? "") ?? 0, 30))
+        let status = HTTPResponseStatus(statusCode: Int(request.query["code"] ?? "") ?? 200)
+        let pieces = max(1, min(count, 100))
+        let interval = Int64(duration * 1000) / Int64(pieces)
+        context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [self] in
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/octet-stream")
+            headers.add(name: "Content-Length", value: String(count))
+            writeHead(context, request, status: status, headers: headers)
+            var sent = 0
+            func next(_ index: Int) {
+                guard context.channel.isActive else { return }
+                guard index < pieces, sent < count else { return finish(context, request) }
+                let size = index == pieces - 1 ? count - sent : count / pieces
+                sent += size
+                var buffer = context.channel.allocator.buffer(capacity: size)
+                buffer.writeRepeatingByte(UInt8(ascii: "*"), count: size)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+                context.eventLoop.scheduleTask(in: .milliseconds(interval)) { next(index + 1) }
+            }
+            next(0)
+        }
+    }
+
+    private func redirect(_ context: ChannelHandlerContext, _ request: Request, to location: String, status: HTTPResponseStatus) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Location", value: location)
+        respond(context, request, status: status, body: Data(), contentType: nil, extraHeaders: headers)
+    }
+
+    private func basicAuth(_ context: ChannelHandlerContext, _ request: Request, user: String, password: String) {
+        let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
+        if request.header("Authorization") == expected {
+            respond(context, request, json: ["authenticated": true, "user": user])
+        } else {
+            var headers = HTTPHeaders()
+            headers.add(name: "WWW-Authenticate", value: "Basic realm=\"Fake Realm\"")
+            respond(context, request, status: .unauthorized, body: Data(), contentType: nil, extraHeaders: headers)
+        }
+    }
+
+    private func cookies(_ context: ChannelHandlerContext, _ request: Request, parts: [String]) {
+        if parts.count > 1 && parts[1] == "set" {
+            var headers = HTTPHeaders()
+            for (name, value) in request.queryPairs { headers.add(name: "Set-Cookie", value: "\(name)=\(value); Path=/") }
+            headers.add(name: "Location", value: "/cookies")
+            return respond(context, request, status: .found, body: Data(), contentType: nil, extraHeaders: headers)
+        }
+        var cookies: [String: String] = [:]
+        for pair in (request.header("Cookie") ?? "").split(separator: ";") {
+            let kv = pair.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            if kv.count == 2 { cookies[kv[0]] = kv[1] }
+        }
+        respond(context, request, json: ["cookies": cookies])
+    }
+
+    /// Misbehaviours a test can ask for.
+    private func fault(_ context: ChannelHandlerContext, _ request: Request, mode: String) {
+        switch mode {
+        case "close-mid-body":
+            // A chunked body that stops after some chunks: the connection closes with no final chunk.
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/json")
+            headers.add(name: "Transfer-Encoding", value: "chunked")
+            writeHead(context, request, status: .ok, headers: headers)
+            var buffer = context.channel.allocator.buffer(capacity: 64)
+            buffer.writeString("{\"partial\": [1, 2, 3, ")
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                context.close(promise: nil)
+            }
+        case "short-body":
+            // Content-Length promises 1000 bytes; 100 arrive, then the connection closes.
+            var headers = HTTPHeaders()
+            headers.add(name: "Content-Type", value: "application/octet-stream")
+            headers.add(name: "Content-Length", value: "1000")
+            writeHead(context, request, status: .ok, headers: headers)
+            var buffer = context.channel.allocator.buffer(capacity: 100)
+            buffer.writeRepeatingByte(UInt8(ascii: "x"), count: 100)
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+                context.close(promise: nil)
+            }
+        case "never-answer":
+            break  // The request was read; no byte of a response will follow.
+        case "reset":
+            // SO_LINGER 0 makes close() send a TCP RST before any status line.
+            guard let provider = context.channel as? SocketOptionProvider else {
+                context.close(promise: nil)
+                return
+            }
+            provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in
+                context.close(promise: nil)
+            }
+        default:
+            respond(context, request, status: .notFound, json: ["error": "no such fault: \(mode)"])
+        }
+    }
+
+    // MARK: - Writing
+
+    private func respond(
+        _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, json: Any,
+        extraHeaders: HTTPHeaders = HTTPHeaders()
+    ) {
+        let data = (try? JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])) ?? Data("{}".utf8)
+        respond(context, request, status: status, body: data, contentType: "application/json", extraHeaders: extraHeaders)
+    }
+
+    private func respond(
+        _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, body: Data,
+        contentType: String?, extraHeaders: HTTPHeaders = HTTPHeaders()
+    ) {
+        guard context.channel.isActive else { return }
+        var headers = extraHeaders
+        if let contentType { headers.add(name: "Content-Type", value: contentType) }
+        headers.add(name: "Content-Length", value: String(body.count))
+        writeHead(context, request, status: status, headers: headers)
+        if request.method != "HEAD" && !body.isEmpty {
+            var buffer = context.channel.allocator.buffer(capacity: body.count)
+            buffer.writeBytes(body)
+            context.write(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+        }
+        finish(context, request)
+    }
+
+    private func writeHead(_ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus, headers: HTTPHeaders) {
+        var headers = headers
+        headers.add(name: "Server", value: "SessionKitLoopback")
+        if !request.head.isKeepAlive { headers.add(name: "Connection", value: "close") }
+        let head = HTTPResponseHead(version: request.head.version, status: status, headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+    }
+
+    private func finish(_ context: ChannelHandlerContext, _ request: Request) {
+        let keepAlive = request.head.isKeepAlive
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+            if !keepAlive { context.close(promise: nil) }
+        }
+    }
+
+    /// A JSON document with nesting, nulls and every JSON type.
+    static let sampleDocument: [String: Any] = [
+        "slideshow": [
+            "author": "SessionKit", "date": "2026-11-22", "title": "Sample Slide Show", "draft": NSNull(),
+            "slides": [["title": "Wake up", "type": "all", "count": 1, "ratio": 0.5, "visible": true, "notes": NSNull()]],
+        ] as [String: Any],
+    ]
+}
+
+/// The bytes `/bytes/N?seed=S` and `/stream-bytes/N` serve: a 64 KiB xorshift block for the seed, repeated.
+public enum ByteGenerator {
+    /// The length of the repeated block.
+    public static let blockSize = 64 * 1024
+
+    /// The block for `seed`.
+    public static func block(seed: UInt64) -> [UInt8] {
+        var state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(blockSize)
+        while bytes.count < blockSize {
+            state ^= state << 13
+            state ^= state >> 7
+            state ^= state << 17
+            withUnsafeBytes(of: state.littleEndian) { bytes.append(contentsOf: $0) }
+        }
+        return bytes
+    }
+
+    /// The first `count` bytes the server sends for `seed`.
+    public static func bytes(count: Int, seed: UInt64 = 42) -> Data {
+        let block = self.block(seed: seed)
+        var data = Data(capacity: count)
+        while data.count < count { data.append(contentsOf: block.prefix(count - data.count)) }
+        return data
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+
+/// An httpbin-like HTTP/1.1 server on an ephemeral 127.0.0.1 port, over plain TCP or TLS, for tests, the demo
+/// and benchmarks.
+///
+/// Endpoints echo what they received as JSON (`/get`, `/post`, `/put`, `/patch`, `/delete`, `/anything`,
+/// `/headers`), or produce a given response (`/status/N`, `/bytes/N`, `/stream-bytes/N`, `/drip`, `/delay/S`,
+/// `/redirect/N`, `/redirect-to?url=`, `/response-headers`, `/basic-auth/u/p`, `/gzip`, `/json`, `/xml`,
+/// `/cookies`, `/cookies/set`), or misbehave on purpose (`/fault/close-mid-body`, `/fault/short-body`,
+/// `/fault/never-answer`, `/fault/reset`). Every request is recorded in ``requests``, so a test can prove what was
+/// or was not sent.
+///
+/// ```swift
+/// let server = try await LoopbackServer.start()
+/// defer { Task { try? await server.shutdown() } }
+/// let url = server.url("/get?a=1")
+/// ```
+public final class LoopbackServer: @unchecked Sendable {
+    // @unchecked Sendable: `log` and `counters` are `NIOLockedValueBox`es; the rest is immutable after start.
+
+    /// How many bytes of each request body the log keeps.
+    public static let recordedBodyLimit = 1 << 20
+
+    /// The port the server listens on.
+    public let port: Int
+    /// Whether the server speaks TLS.
+    public let isTLS: Bool
+
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    private let log: NIOLockedValueBox<[RecordedRequest]>
+    private let counters: NIOLockedValueBox<Counters>
+    private let recordsRequests: Bool
+
+    struct Counters {
+        var connections = 0
+        var requests = 0
+    }
+
+    private init(
+        port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel,
+        log: NIOLockedValueBox<[RecordedRequest]>, counters: NIOLockedValueBox<Counters>, recordsRequests: Bool
+    ) {
+        self.port = port
+        self.isTLS = isTLS
+        self.group = group
+        self.channel = channel
+        self.log = log
+        self.counters = counters
+        self.recordsRequests = recordsRequests
+    }
+
+    /// Starts a server.
+    ///
+    /// - Parameters:
+    ///   - tls: The server's certificate and key, or nil for plain HTTP.
+    ///   - recordsRequests: Keep every request in ``requests``; turn off for long load runs.
+    ///   - threads: Event-loop threads.
+    public static func start(
+        tls: TestCertificates.Identity? = nil,
+        recordsRequests: Bool = true,
+        threads: Int = 1
+    ) async throws -> LoopbackServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let log = NIOLockedValueBox<[RecordedRequest]>([])
+        let counters = NIOLockedValueBox(Counters())
+        let sslContext = try tls.map { identity in
+            try NIOSSLContext(configuration: identity.serverConfiguration())
+        }
+        let isTLS = sslContext != nil
+        let recorder: @Sendable (RecordedRequest) -> Void = { request in
+            counters.withLockedValue { $0.requests += 1 }
+            if recordsRequests { log.withLockedValue { $0.append(request) } }
+        }
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 512)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                counters.withLockedValue { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: isTLS, record: recorder))
+                }
+            }
+        do {
+            let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+            guard let port = channel.localAddress?.port else {
+                throw LoopbackServerError.noPort
+            }
+            return LoopbackServer(
+                port: port, isTLS: isTLS, group: group, channel: channel, log: log, counters: counters,
+                recordsRequests: recordsRequests)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// `http://127.0.0.1:PORT` (or `https://…`).
+    public var baseURL: URL {
+        URL(string: "\(isTLS ? "https" : "http")://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
+    }
+
+    /// The absolute URL of `pathAndQuery` on this server, e.g. `url("/get?a=1")`.
+    public func url(_ pathAndQuery: String) -> URL {
+        URL(string: baseURL.absoluteString + pathAndQuery) ?? baseURL
+    }
+
+    /// Every request received so far, oldest first (empty when recording is off).
+    public var requests: [RecordedRequest] { log.withLockedValue { $0 } }
+
+    /// Forgets the recorded requests.
+    public func clearRequests() { log.withLockedValue { $0.removeAll() } }
+
+    /// How many TCP connections were accepted.
+    public var connectionCount: Int { counters.withLockedValue { $0.connections } }
+
+    /// How many requests were received (counted even when recording is off).
+    public var requestCount: Int { counters.withLockedValue { $0.requests } }
+
+    /// Closes the listening socket and every connection, and stops the event loops.
+    public func shutdown() async throws {
+        try? await channel.close()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// Why the server could not start.
+public enum LoopbackServerError: Error {
+    /// The listening socket has no port.
+    case noPort
+}

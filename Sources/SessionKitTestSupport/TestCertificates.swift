@@ -1,0 +1,48 @@
+import Foundation
+import NIOSSL
+
+/// The certificates made by `Scripts/make-test-certificates.sh` and shipped with this target.
+public enum TestCertificates {
+    /// A server's certificate chain and private key, as PEM files.
+    public struct Identity: Sendable {
+        /// The PEM file holding the leaf first, then its issuers.
+        public let chainFile: URL
+        /// The PEM file of the private key.
+        public let keyFile: URL
+
+        /// NIOSSL's server configuration for this identity.
+        func serverConfiguration() throws -> TLSConfiguration {
+            let chain = try NIOSSLCertificate.fromPEMFile(chainFile.path).map { NIOSSLCertificateSource.certificate($0) }
+            let key = try NIOSSLPrivateKey(file: keyFile.path, format: .pem)
+            return TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+        }
+    }
+
+    /// The folder of the certificate files.
+    public static var directory: URL {
+        Bundle.module.resourceURL?.appendingPathComponent("Certificates")
+            ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Certificates")
+    }
+
+    /// The test root CA certificate (PEM), to trust in a client.
+    public static var rootCAFile: URL { directory.appendingPathComponent("root-ca.pem") }
+
+    /// A leaf for `localhost`, `127.0.0.1` and `::1`, served with the root CA after it.
+    public static var localhost: Identity {
+        Identity(chainFile: directory.appendingPathComponent("localhost-chain.pem"),
+                 keyFile: directory.appendingPathComponent("localhost.key"))
+    }
+
+    /// The DER bytes of the first certificate in a PEM file.
+    public static func derCertificate(at pemFile: URL) throws -> Data {
+        let text = try String(contentsOf: pemFile, encoding: .utf8)
+        let begin = "-----BEGIN CERTIFICATE-----"
+        let end = "-----END CERTIFICATE-----"
+        guard let start = text.range(of: begin), let stop = text.range(of: end, range: start.upperBound..<text.endIndex),
+              let der = Data(base64Encoded: String(text[start.upperBound..<stop.lowerBound]), options: .ignoreUnknownCharacters)
+        else {
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        return der
+    }
+}
