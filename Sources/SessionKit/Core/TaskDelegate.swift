@@ -33,6 +33,8 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     let task: URLSessionTask
+    /// The session the task runs in.
+    private(set) weak var session: URLSession?
     let uploadProgress: Progress
     let downloadProgress: Progress
 
@@ -52,6 +54,7 @@ final class TaskDelegate: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - task:        The task; the delegate keeps it alive until it completes.
+    ///   - session:     The session the task runs in.
     ///   - delivery:    The serializer and the queues of the completion.
     ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
@@ -63,6 +66,7 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - completion:  Called once, on the completion queue.
     init(
         task: URLSessionTask,
+        session: URLSession?,
         delivery: Delivery,
         uploadProgressHandler: ((Progress) -> Void)?,
         downloadProgressHandler: ((Progress) -> Void)?,
@@ -74,6 +78,7 @@ final class TaskDelegate: @unchecked Sendable {
         completion: @escaping (TaskOutcome) -> Void
     ) {
         self.task = task
+        self.session = session
         self.delivery = delivery
         self.uploadProgressHandler = uploadProgressHandler
         self.downloadProgressHandler = downloadProgressHandler
@@ -88,8 +93,12 @@ final class TaskDelegate: @unchecked Sendable {
             progress.isCancellable = true
             progress.isPausable = true
             progress.cancellationHandler = { [weak task] in task?.cancel() }
-            progress.pausingHandler = { [weak task] in if let task { control.suspend(task) } }
-            progress.resumingHandler = { [weak task] in if let task { control.resume(task) } }
+            progress.pausingHandler = { [weak task] in
+                if let task { control.suspend(task) }
+            }
+            progress.resumingHandler = { [weak task] in
+                if let task { control.resume(task) }
+            }
         }
         if let expected = uploadLength, expected > 0 {
             uploadProgress.totalUnitCount = expected
@@ -201,7 +210,7 @@ final class TaskDelegate: @unchecked Sendable {
         delivery.completionGroup.enter()
         delivery.processingQueue.async {
             var object: Any? = nil
-            var resultError: Error? = finalError
+            var resultError: Error? = finalError.map(Self.swiftError)
             if finalError == nil {
                 do {
                     object = try delivery.responseSerializer.responseObject(for: response, data: fileURL == nil ? data : nil)
@@ -224,6 +233,13 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Helpers
 
+    /// URLSession on Linux reports transport failures as `NSError`s that Swift's `catch let error as URLError`
+    /// does not match: hand them over as `URLError`s, with the same code and `userInfo`.
+    static func swiftError(_ error: NSError) -> Error {
+        guard error.domain == NSURLErrorDomain, let code = URLError.Code(rawValue: error.code) else { return error }
+        return URLError(code, userInfo: error.userInfo)
+    }
+
     /// AFNetworking's `userInfo` for the task-did-complete notification.
     private static func notificationUserInfo(_ outcome: TaskOutcome, serializer: URLResponseSerialization) -> [String: Any] {
         var userInfo: [String: Any] = [SessionKitNotificationKey.responseSerializer: serializer]
@@ -235,20 +251,5 @@ final class TaskDelegate: @unchecked Sendable {
         if let error = outcome.error { userInfo[SessionKitNotificationKey.error] = error }
         if let object = outcome.object { userInfo[SessionKitNotificationKey.serializedResponse] = object }
         return userInfo
-    }
-}
-
-/// Resumes and suspends tasks for a manager, posting its notifications.
-struct TaskControl: Sendable {
-    /// Resumes `task` and posts ``Notification.Name/sessionKitTaskDidResume``.
-    func resume(_ task: URLSessionTask) {
-        task.resume()
-        NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
-    }
-
-    /// Suspends `task` and posts ``Notification.Name/sessionKitTaskDidSuspend``.
-    func suspend(_ task: URLSessionTask) {
-        task.suspend()
-        NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task)
     }
 }

@@ -241,12 +241,21 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
     public var downloadTasks: [URLSessionDownloadTask] { tasks.compactMap { $0 as? URLSessionDownloadTask } }
 
     /// Resumes `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidResume``.
+    ///
+    /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
         control.resume(task)
     }
 
     /// Suspends `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidSuspend``.
-    public func suspend(_ task: URLSessionTask) {
+    ///
+    /// On the Foundation transport a task that is already loading is not suspended: URLSession on Linux stops the
+    /// process when such a task is resumed before its suspension has been carried out (see `Docs/Architecture.md`).
+    /// A task that has not been resumed yet can be suspended.
+    ///
+    /// - Returns: Whether the task was suspended.
+    @discardableResult
+    public func suspend(_ task: URLSessionTask) -> Bool {
         control.suspend(task)
     }
 
@@ -311,18 +320,19 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
         }
         // Created under the session lock: URLSession stops the process when a task is created in a session that
         // another thread has just invalidated.
-        let created: URLSessionTask? = sessionState.write { state in
+        let created: (task: URLSessionTask, session: URLSession)? = sessionState.write { state in
             if state.refusesTasks { return nil }
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            return Self.task(for: source, in: session)
+            return (Self.task(for: source, in: session), session)
         }
         let task: URLSessionTask
         let forcedError: NSError?
         let registry: TaskRegistry
+        var session: URLSession?
         if let created {
-            (task, forcedError, registry) = (created, nil, self.registry)
+            (task, session, forcedError, registry) = (created.task, created.session, nil, self.registry)
         } else {
             let refusal = RefusalSession.shared
             let isDownload: Bool
@@ -335,6 +345,7 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
                 (forcedError, isDownload) = (Self.invalidatedError, false)
             }
             task = isDownload ? refusal.downloadTask() : refusal.dataTask()
+            session = refusal.session
             registry = refusal.registry
         }
 
@@ -345,7 +356,7 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
             completionGroup: settings.completionGroup ?? privateCompletionGroup,
             processingQueue: Self.processingQueue)
         let delegate = TaskDelegate(
-            task: task, delivery: delivery,
+            task: task, session: session, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
             destination: destination, bodyStream: Self.bodyStream(of: source),
             uploadLength: Self.uploadLength(of: source), forcedError: forcedError,

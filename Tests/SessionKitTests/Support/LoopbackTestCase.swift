@@ -27,6 +27,7 @@ class LoopbackTestCase: XCTestCase {
     func makeManager(timeout: TimeInterval = 10) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
+        configuration.urlCache = nil
         return HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
     }
 }
