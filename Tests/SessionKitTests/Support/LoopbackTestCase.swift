@@ -10,7 +10,7 @@ import FoundationNetworking
 /// A test case with a fresh loopback server per test, and helpers that wait for callbacks without blocking a
 /// thread (tests never park the main thread or global-queue threads on the network).
 class LoopbackTestCase: XCTestCase {
-    private(set) var server: LoopbackServer!
+    var server: LoopbackServer!
 
     override func setUp() async throws {
         try await super.setUp()
