@@ -1,0 +1,189 @@
+import CCurl
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `make bench`: SessionKit against raw URLSession and raw libcurl, measured in the same run against the same
+/// loopback server. Each measurement runs in a child process of its own, so that its peak RSS is its own.
+///
+///     sessionkit-bench                 the whole table
+///     sessionkit-bench soak N          N sequential GETs through SessionKit, RSS every 10 %
+///     sessionkit-bench child CLIENT SCENARIO PORT COUNT   (internal: one measurement)
+@main
+struct Bench {
+    static func main() async {
+        setvbuf(stdout, nil, _IOLBF, 0)
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        do {
+            switch arguments.first {
+            case "child":
+                guard arguments.count == 5, let client = Client(rawValue: arguments[1]),
+                      let scenario = Scenario(rawValue: arguments[2]), let port = Int(arguments[3]),
+                      let count = Int(arguments[4])
+                else { throw BenchError("usage: child CLIENT SCENARIO PORT COUNT") }
+                let result = try await Measurement.run(client: client, scenario: scenario, port: port, count: count)
+                print(result)
+            case "soak":
+                let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
+                try await soak(count: count)
+            case nil:
+                try await table()
+            default:
+                throw BenchError("unknown command \(arguments[0])")
+            }
+            exit(0)
+        } catch {
+            FileHandle.standardError.write(Data("sessionkit-bench: \(error)\n".utf8))
+            exit(1)
+        }
+    }
+
+    /// Runs every client through every scenario, each in its own process, and prints the table.
+    static func table() async throws {
+        let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
+        defer { Task { try? await server.shutdown() } }
+        print("SessionKit \(SessionKitVersion.current) benchmark — libcurl \(SessionKitVersion.libcurl), "
+            + "\(ProcessInfo.processInfo.activeProcessorCount) cores, loopback server in the parent process\n")
+        let scenarios: [(Scenario, Int)] = [(.sequential, 5_000), (.concurrent64, 5_000), (.download100MiB, 1)]
+        for (scenario, count) in scenarios {
+            print("\(scenario.title) (\(count) × \(scenario.path))")
+            print("  client                     \(scenario.unit.padding(toLength: 12, withPad: " ", startingAt: 0))"
+                + "  peak RSS   vs URLSession  vs libcurl")
+            var results: [Client: ChildResult] = [:]
+            for client in Client.allCases {
+                results[client] = try await runChild(client: client, scenario: scenario, port: server.port, count: count)
+            }
+            for client in Client.allCases {
+                guard let result = results[client] else { continue }
+                let vsURLSession = results[.urlSession].map { result.rate / $0.rate } ?? 0
+                let vsCurl = results[.libcurl].map { result.rate / $0.rate } ?? 0
+                print("  " + client.title.padding(toLength: 26, withPad: " ", startingAt: 0)
+                    + String(format: " %10.1f  %7.1f MiB  %9.2f×  %8.2f×", result.rate, result.peakRSSMiB, vsURLSession, vsCurl))
+            }
+            print("")
+        }
+    }
+
+    /// N sequential GETs through SessionKit in a child process; prints its RSS as it goes.
+    static func soak(count: Int) async throws {
+        let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
+        defer { Task { try? await server.shutdown() } }
+        print("soak: \(count) sequential GETs through SessionKit (Foundation transport), child process RSS:")
+        let result = try await runChild(client: .sessionKit, scenario: .soak, port: server.port, count: count, echo: true)
+        print(String(format: "soak: %d requests at %.0f req/s, peak RSS %.1f MiB", count, result.rate, result.peakRSSMiB))
+    }
+
+    /// Starts this binary as `child`, waits for it without blocking a thread, and parses its result line.
+    static func runChild(client: Client, scenario: Scenario, port: Int, count: Int, echo: Bool = false) async throws -> ChildResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).absoluteURL
+        process.arguments = ["child", client.rawValue, scenario.rawValue, String(port), String(count)]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        let output = Protected<Data>(Data())
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            if echo, let text = String(data: chunk, encoding: .utf8) {
+                for line in text.split(separator: "\n") where !line.hasPrefix("result ") { print("  \(line)") }
+            }
+            output.write { $0.append(chunk) }
+        }
+        let status: Int32 = await withCheckedContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(returning: -1) }
+        }
+        pipe.fileHandleForReading.readabilityHandler = nil
+        let rest = (try? pipe.fileHandleForReading.readToEnd()) ?? nil
+        output.write { $0.append(rest ?? Data()) }
+        let text = String(decoding: output.wrappedValue, as: UTF8.self)
+        guard status == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("result ") }),
+              let result = ChildResult(line: String(line))
+        else { throw BenchError("\(client.title) / \(scenario.title) failed (exit \(status)): \(text.suffix(500))") }
+        return result
+    }
+}
+
+/// Who makes the requests.
+enum Client: String, CaseIterable {
+    case libcurl, urlSession = "urlsession", sessionKit = "sessionkit"
+
+    var title: String {
+        switch self {
+        case .libcurl: return "raw libcurl"
+        case .urlSession: return "raw URLSession"
+        case .sessionKit: return "SessionKit (foundation)"
+        }
+    }
+}
+
+/// What is measured.
+enum Scenario: String {
+    case sequential, concurrent64, download100MiB = "download", soak
+
+    var title: String {
+        switch self {
+        case .sequential: return "Sequential 100-byte GETs"
+        case .concurrent64: return "100-byte GETs, 64 in flight"
+        case .download100MiB: return "100 MiB download to a file"
+        case .soak: return "Soak"
+        }
+    }
+
+    var path: String { self == .download100MiB ? "/bytes/104857600" : "/bytes/100" }
+    var unit: String { self == .download100MiB ? "MB/s" : "req/s" }
+}
+
+/// One child's answer: `result RATE PEAK_RSS_KIB`.
+struct ChildResult {
+    let rate: Double
+    let peakRSSKiB: Double
+    var peakRSSMiB: Double { peakRSSKiB / 1024 }
+
+    init?(line: String) {
+        let fields = line.split(separator: " ")
+        guard fields.count == 3, let rate = Double(fields[1]), let rss = Double(fields[2]) else { return nil }
+        self.rate = rate
+        self.peakRSSKiB = rss
+    }
+}
+
+struct BenchError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A lock-protected value.
+final class Protected<Value>: @unchecked Sendable {
+    // @unchecked Sendable: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Value
+    init(_ value: Value) { self.value = value }
+    func write<R>(_ body: (inout Value) -> R) -> R {
+        lock.lock()
+        defer { lock.unlock() }
+        return body(&value)
+    }
+    var wrappedValue: Value { write { $0 } }
+}
+
+/// This process's peak resident set size (VmHWM), in KiB.
+func peakRSSKiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmHWM:") {
+        return Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+    return 0
+}
+
+/// This process's current resident set size (VmRSS), in KiB.
+func currentRSSKiB() -> Double {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        return Double(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
+    }
+    return 0
+}

@@ -1,0 +1,178 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `make demo`: a tour of SessionKit against its embedded loopback server.
+@main
+struct Demo {
+    static func main() async {
+        setvbuf(stdout, nil, _IOLBF, 0)
+        do {
+            try await run()
+            print("\nAll steps succeeded.")
+            exit(0)
+        } catch {
+            FileHandle.standardError.write(Data("\nsessionkit-demo failed: \(describe(error))\n".utf8))
+            exit(1)
+        }
+    }
+
+    static func run() async throws {
+        let server = try await LoopbackServer.start()
+        defer { Task { try? await server.shutdown() } }
+        print("SessionKit \(SessionKitVersion.current) on libcurl \(SessionKitVersion.libcurl), \(SessionKitVersion.openSSL)")
+        print("Embedded server: \(server.baseURL.absoluteString)\n")
+
+        let manager = HTTPSessionManager(baseURL: server.url("/"))
+        manager.requestSerializer.setValue("sessionkit-demo", forHTTPHeaderField: "X-Client")
+        let uploadBar = ProgressBar(label: "uploading")
+        let downloadBar = ProgressBar(label: "downloading")
+
+        // 1. GET with parameters, closure form.
+        step(1, "GET with parameters (closure form)")
+        let getEcho: Any? = try await withCheckedThrowingContinuation { continuation in
+            manager.get("get", parameters: ["q": "swift on linux", "page": 2, "tags": ["a", "b"]], headers: nil,
+                        progress: nil,
+                        success: { _, object in continuation.resume(returning: object) },
+                        failure: { _, error in continuation.resume(throwing: error) })
+        }
+        show(sent: server.requests.last)
+        print("   received args: \(json((getEcho as? [String: Any])?["args"]))")
+
+        // 2. JSON POST, async form.
+        step(2, "JSON POST (async form)")
+        let jsonSerializer = JSONRequestSerializer()
+        jsonSerializer.setValue("sessionkit-demo", forHTTPHeaderField: "X-Client")
+        manager.requestSerializer = jsonSerializer
+        let post = try await manager.post("post", parameters: ["name": "Ada", "languages": ["Swift", "C"], "admin": false])
+        show(sent: server.requests.last)
+        print("   status \(post.statusCode); server parsed json: \(json((post.object as? [String: Any])?["json"]))")
+        let formSerializer = HTTPRequestSerializer()
+        formSerializer.setValue("sessionkit-demo", forHTTPHeaderField: "X-Client")
+        manager.requestSerializer = formSerializer
+
+        // 3. Multipart upload with upload progress.
+        step(3, "multipart upload")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-demo-\(getpid()).txt")
+        try Data(String(repeating: "SessionKit streams this file.\n", count: 4_000).utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let upload: Any? = try await withCheckedThrowingContinuation { continuation in
+            manager.post("post", parameters: ["title": "demo upload"], headers: nil, constructingBodyWith: { form in
+                try form.appendPart(withFileURL: file, name: "document")
+            }, progress: { progress in
+                uploadBar.draw(progress.fractionCompleted)
+            }, success: { _, object in
+                continuation.resume(returning: object)
+            }, failure: { _, error in
+                continuation.resume(throwing: error)
+            })
+        }
+        uploadBar.finish()
+        let files = (upload as? [String: Any])?["files"] as? [String: Any]
+        show(sent: server.requests.last)
+        print("   server received form \(json((upload as? [String: Any])?["form"])) and file "
+            + "\(files?["document.filename"] ?? "?") (\(files?["document.length"] ?? 0) bytes, \(files?["document.content-type"] ?? "?"))")
+
+        // 4. Download with a progress bar.
+        step(4, "download to a file, with progress")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-demo-\(getpid()).bin")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let size = 2_000_000
+        let downloaded: URL = try await withCheckedThrowingContinuation { continuation in
+            let request = URLRequest(url: server.url("/drip?numbytes=\(size)&duration=2"))
+            let task = manager.downloadTask(with: request, progress: { progress in
+                downloadBar.draw(progress.fractionCompleted)
+            }, destination: { _, _ in destination }, completionHandler: { _, url, error in
+                if let url { continuation.resume(returning: url) } else {
+                    continuation.resume(throwing: error ?? URLError(.unknown))
+                }
+            })
+            manager.resume(task)
+        }
+        downloadBar.finish()
+        let bytes = try FileManager.default.attributesOfItem(atPath: downloaded.path)[.size] as? Int ?? -1
+        print("   saved \(bytes) bytes to \(downloaded.path)")
+        guard bytes == size else { throw DemoError("expected \(size) bytes, got \(bytes)") }
+
+        // 5. Typed async form.
+        step(5, "typed async GET (Decodable)")
+        struct Echo: Decodable { let args: [String: String]; let headers: [String: String]; let url: String }
+        let echo = try await manager.get("anything/typed", parameters: ["id": 42], as: Echo.self)
+        print("   decoded Echo(url: \(echo.url), args: \(echo.args), X-Client: \(echo.headers["X-Client"] ?? "-"))")
+
+        // 6. What a failure looks like.
+        step(6, "a failing request carries its evidence")
+        do {
+            _ = try await manager.get("status/418")
+            throw DemoError("a 418 must fail")
+        } catch let error as NSError where error.domain == SessionKitError.responseSerializationDomain {
+            let response = error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse
+            print("   \(error.localizedDescription) (status \(response?.statusCode ?? 0), code \(error.code))")
+        }
+    }
+
+    // MARK: - Printing
+
+    static func step(_ number: Int, _ title: String) {
+        print("\n\(number). \(title)")
+    }
+
+    static func show(sent request: RecordedRequest?) {
+        guard let request else { return }
+        let type = request.header("Content-Type").map { ", \($0)" } ?? ""
+        print("   sent \(request.method) \(request.uri) (\(request.bodyLength) body bytes\(type))")
+    }
+
+    static func json(_ value: Any?) -> String {
+        guard let value, JSONSerialization.isValidJSONObject(value),
+              let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
+        else { return String(describing: value ?? "nil") }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func describe(_ error: Error) -> String {
+        let nsError = error as NSError
+        return "\(nsError.localizedDescription) [\(nsError.domain) \(nsError.code)]"
+    }
+}
+
+struct DemoError: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A progress bar on the terminal, redrawn in place when the whole percentage changes; on a pipe or a file it
+/// prints a line every 25 %.
+final class ProgressBar: @unchecked Sendable {
+    // @unchecked Sendable: `lastPercent` is guarded by `lock`.
+    private let label: String
+    private let lock = NSLock()
+    private var lastPercent = -1
+    private let isTerminal = isatty(STDOUT_FILENO) != 0
+
+    init(label: String) { self.label = label }
+
+    func draw(_ fraction: Double) {
+        let clamped = max(0, min(1, fraction.isFinite ? fraction : 0))
+        let percent = Int(clamped * 100)
+        lock.lock()
+        defer { lock.unlock() }
+        let step = isTerminal ? 1 : 25
+        guard percent / step != lastPercent / step || lastPercent < 0 else { return }
+        lastPercent = percent
+        let width = 30
+        let filled = Int(clamped * Double(width))
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        let line = "   \(label) [\(bar)] " + String(format: "%3d%%", percent)
+        FileHandle.standardOutput.write(Data((isTerminal ? "\r" + line : line + "\n").utf8))
+    }
+
+    func finish() {
+        draw(1)
+        if isTerminal { print("") }
+    }
+}
