@@ -60,7 +60,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionKitTests",
-            dependencies: ["SessionKit", "SessionKitTestSupport"],
+            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
             path: "Tests/SessionKitTests",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

@@ -29,7 +29,8 @@ struct Bench {
                 print(result)
             case "soak":
                 let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
-                try await soak(count: count)
+                let client = arguments.count > 2 ? Client(rawValue: arguments[2]) ?? .sessionKit : .sessionKit
+                try await soak(count: count, client: client)
             case nil:
                 try await table()
             default:
@@ -69,11 +70,11 @@ struct Bench {
     }
 
     /// N sequential GETs through SessionKit in a child process; prints its RSS as it goes.
-    static func soak(count: Int) async throws {
+    static func soak(count: Int, client: Client) async throws {
         let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
         defer { Task { try? await server.shutdown() } }
-        print("soak: \(count) sequential GETs through SessionKit (Foundation transport), child process RSS:")
-        let result = try await runChild(client: .sessionKit, scenario: .soak, port: server.port, count: count, echo: true)
+        print("soak: \(count) sequential GETs through \(client.title), child process RSS:")
+        let result = try await runChild(client: client, scenario: .soak, port: server.port, count: count, echo: true)
         print(String(format: "soak: %d requests at %.0f req/s, peak RSS %.1f MiB", count, result.rate, result.peakRSSMiB))
     }
 

@@ -27,22 +27,23 @@ enum Measurement {
         case (.libcurl, .download100MiB):
             bytes = try await onThread { try Curl.download(url: url, to: temporaryFile()) }
         case (.urlSession, .sequential), (.urlSession, .soak):
-            let session = URLSession(configuration: .default)
-            for _ in 0..<count { try await rawGet(session, url) }
+            let session = URLSession(configuration: configuration)
+            for index in 0..<count {
+                try await rawGet(session, url)
+                if scenario == .soak { reportRSS(index, count) }
+            }
         case (.urlSession, .concurrent64):
+            let shared = URLSession(configuration: configuration)
             try await concurrently(count: count, inFlight: 64) { done in
-                URLSession.shared.dataTask(with: url) { _, _, error in done(error) }.resume()
+                shared.dataTask(with: url) { _, _, error in done(error) }.resume()
             }
         case (.urlSession, .download100MiB):
-            bytes = try await rawDownload(URLSession(configuration: .default), url)
+            bytes = try await rawDownload(URLSession(configuration: configuration), url)
         case (.sessionKit, .sequential), (.sessionKit, .soak):
             let manager = makeManager()
-            let step = max(1, count / 10)
             for index in 0..<count {
                 try await sessionKitGet(manager, url)
-                if scenario == .soak, (index + 1) % step == 0 {
-                    print(String(format: "%8d requests: RSS %.1f MiB", index + 1, currentRSSKiB() / 1024))
-                }
+                if scenario == .soak { reportRSS(index, count) }
             }
         case (.sessionKit, .concurrent64):
             let manager = makeManager()
@@ -57,8 +58,23 @@ enum Measurement {
         return String(format: "result %.3f %.0f", rate, peakRSSKiB())
     }
 
+    /// Prints the RSS every tenth of a soak.
+    static func reportRSS(_ index: Int, _ count: Int) {
+        let step = max(1, count / 10)
+        guard (index + 1) % step == 0 else { return }
+        print(String(format: "%8d requests: RSS %.1f MiB", index + 1, currentRSSKiB() / 1024))
+    }
+
+    /// The session configuration every client uses: `.default`, or without a URL cache when
+    /// `SESSIONKIT_BENCH_NO_CACHE` is set (to tell URLSession's own growth from SessionKit's).
+    static var configuration: URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.default
+        if ProcessInfo.processInfo.environment["SESSIONKIT_BENCH_NO_CACHE"] != nil { configuration.urlCache = nil }
+        return configuration
+    }
+
     static func makeManager() -> URLSessionManager {
-        let manager = URLSessionManager(sessionConfiguration: .default)
+        let manager = URLSessionManager(sessionConfiguration: configuration)
         manager.responseSerializer = HTTPResponseSerializer()
         return manager
     }
