@@ -208,26 +208,12 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch mode {
         case "close-mid-body":
             // A chunked body that stops after some chunks: the connection closes with no final chunk.
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: "application/json")
-            headers.add(name: "Transfer-Encoding", value: "chunked")
-            writeHead(context, request, status: .ok, headers: headers)
-            var buffer = context.channel.allocator.buffer(capacity: 64)
-            buffer.writeString("{\"partial\": [1, 2, 3, ")
-            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
-                context.close(promise: nil)
-            }
+            partialBodyThenClose(context, request, headers: ["Content-Type": "application/json", "Transfer-Encoding": "chunked"],
+                                 body: Data("{\"partial\": [1, 2, 3, ".utf8))
         case "short-body":
             // Content-Length promises 1000 bytes; 100 arrive, then the connection closes.
-            var headers = HTTPHeaders()
-            headers.add(name: "Content-Type", value: "application/octet-stream")
-            headers.add(name: "Content-Length", value: "1000")
-            writeHead(context, request, status: .ok, headers: headers)
-            var buffer = context.channel.allocator.buffer(capacity: 100)
-            buffer.writeRepeatingByte(UInt8(ascii: "x"), count: 100)
-            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
-                context.close(promise: nil)
-            }
+            partialBodyThenClose(context, request, headers: ["Content-Type": "application/octet-stream", "Content-Length": "1000"],
+                                 body: Data(repeating: UInt8(ascii: "x"), count: 100))
         case "never-answer":
             break  // The request was read; no byte of a response will follow.
         case "reset":
@@ -245,6 +231,20 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     // MARK: - Writing
+
+    /// Writes a 200 head with `headers`, then `body`, then closes the connection without ending the response.
+    private func partialBodyThenClose(
+        _ context: ChannelHandlerContext, _ request: Request, headers fields: [String: String], body: Data
+    ) {
+        var headers = HTTPHeaders()
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) { headers.add(name: name, value: value) }
+        writeHead(context, request, status: .ok, headers: headers)
+        var buffer = context.channel.allocator.buffer(capacity: body.count)
+        buffer.writeBytes(body)
+        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer)))).whenComplete { _ in
+            context.close(promise: nil)
+        }
+    }
 
     private func respond(
         _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, json: Any,

@@ -85,7 +85,7 @@ struct Bench {
         process.arguments = ["child", client.rawValue, scenario.rawValue, String(port), String(count)]
         let pipe = Pipe()
         process.standardOutput = pipe
-        let output = Protected<Data>(Data())
+        let output = LockedBox<Data>(Data())
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let chunk = handle.availableData
             if echo, let text = String(data: chunk, encoding: .utf8) {
@@ -157,19 +157,6 @@ struct BenchError: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// A lock-protected value.
-final class Protected<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-    init(_ value: Value) { self.value = value }
-    func write<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
-    }
-    var wrappedValue: Value { write { $0 } }
-}
 
 /// This process's peak resident set size (VmHWM), in KiB.
 func peakRSSKiB() -> Double {

@@ -1,6 +1,7 @@
 import CCurl
 import Foundation
 import SessionKit
+import SessionKitTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -131,7 +132,7 @@ enum Measurement {
 
     /// Keeps `inFlight` requests running until `count` completed; `start` calls its callback once per request.
     static func concurrently(count: Int, inFlight: Int, start: @escaping (@escaping (Error?) -> Void) -> Void) async throws {
-        let state = Protected<(started: Int, finished: Int, error: Error?)>((0, 0, nil))
+        let state = LockedBox<(started: Int, finished: Int, error: Error?)>((0, 0, nil))
         let _: Void = await withCheckedContinuation { continuation in
             func launch() {
                 let go = state.write { s -> Bool in

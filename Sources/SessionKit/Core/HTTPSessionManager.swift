@@ -39,6 +39,13 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         super.init(sessionConfiguration: sessionConfiguration)
     }
 
+    /// A progress closure; it runs on the delegate queue.
+    public typealias ProgressHandler = (Progress) -> Void
+    /// What a verb's success closure gets: the task and the serialized response object.
+    public typealias Success = (URLSessionDataTask, Any?) -> Void
+    /// What a verb's failure closure gets: the task (nil when the request could not be built) and the error.
+    public typealias Failure = (URLSessionDataTask?, Error) -> Void
+
     /// Builds the requests of the verb methods. Default ``HTTPRequestSerializer``.
     open var requestSerializer: HTTPRequestSerializer {
         get { requestSerializerStorage.wrappedValue }
@@ -60,43 +67,28 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     /// - Returns: The task, or nil when the request could not be built.
     @discardableResult
     open func get(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        progress: ((Progress) -> Void)?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        _ urlString: String, parameters: Any?, headers: [String: String]?, progress: ProgressHandler?,
+        success: Success?, failure: Failure?
     ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "GET", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: nil, downloadProgress: progress, success: success, failure: failure))
+        start("GET", urlString, parameters, headers, download: progress, success: success, failure: failure)
     }
 
     /// Creates and resumes a `HEAD` task; `success` gets the task only.
     @discardableResult
     open func head(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        success: ((URLSessionDataTask) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        _ urlString: String, parameters: Any?, headers: [String: String]?,
+        success: ((URLSessionDataTask) -> Void)?, failure: Failure?
     ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "HEAD", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: nil, downloadProgress: nil,
-                         success: { task, _ in success?(task) }, failure: failure))
+        start("HEAD", urlString, parameters, headers, success: { task, _ in success?(task) }, failure: failure)
     }
 
     /// Creates and resumes a `POST` task; `progress` reports the upload.
     @discardableResult
     open func post(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        progress: ((Progress) -> Void)?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        _ urlString: String, parameters: Any?, headers: [String: String]?, progress: ProgressHandler?,
+        success: Success?, failure: Failure?
     ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "POST", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: progress, downloadProgress: nil, success: success, failure: failure))
+        start("POST", urlString, parameters, headers, upload: progress, success: success, failure: failure)
     }
 
     /// Creates and resumes a multipart `POST` task: `parameters` become form parts, then `block` appends its own.
@@ -106,9 +98,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         parameters: [String: Any]?,
         headers: [String: String]?,
         constructingBodyWith block: ((MultipartFormData) throws -> Void)?,
-        progress: ((Progress) -> Void)?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        progress: ProgressHandler?,
+        success: Success?,
+        failure: Failure?
     ) -> URLSessionDataTask? {
         let completion = Self.verbCompletion(success: success, failure: failure)
         let request: URLRequest
@@ -131,41 +123,26 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     /// Creates and resumes a `PUT` task.
     @discardableResult
-    open func put(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
-    ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "PUT", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    open func put(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+        -> URLSessionDataTask?
+    {
+        start("PUT", urlString, parameters, headers, success: success, failure: failure)
     }
 
     /// Creates and resumes a `PATCH` task.
     @discardableResult
-    open func patch(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
-    ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "PATCH", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    open func patch(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+        -> URLSessionDataTask?
+    {
+        start("PATCH", urlString, parameters, headers, success: success, failure: failure)
     }
 
     /// Creates and resumes a `DELETE` task; parameters go in the query.
     @discardableResult
-    open func delete(
-        _ urlString: String,
-        parameters: Any?,
-        headers: [String: String]?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
-    ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: "DELETE", urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: nil, downloadProgress: nil, success: success, failure: failure))
+    open func delete(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+        -> URLSessionDataTask?
+    {
+        start("DELETE", urlString, parameters, headers, success: success, failure: failure)
     }
 
     /// Creates a task for any method, without resuming it.
@@ -177,10 +154,10 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         urlString: String,
         parameters: Any?,
         headers: [String: String]?,
-        uploadProgress: ((Progress) -> Void)?,
-        downloadProgress: ((Progress) -> Void)?,
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        uploadProgress: ProgressHandler?,
+        downloadProgress: ProgressHandler?,
+        success: Success?,
+        failure: Failure?
     ) -> URLSessionDataTask? {
         let request: URLRequest
         do {
@@ -285,18 +262,27 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         }
     }
 
+    /// Creates the task of a verb with no progress closures and resumes it.
+    private func start(
+        _ method: String, _ urlString: String, _ parameters: Any?, _ headers: [String: String]?,
+        upload: ProgressHandler? = nil, download: ProgressHandler? = nil, success: Success?, failure: Failure?
+    ) -> URLSessionDataTask? {
+        resumed(dataTask(withHTTPMethod: method, urlString: urlString, parameters: parameters, headers: headers,
+                         uploadProgress: upload, downloadProgress: download, success: success, failure: failure))
+    }
+
     private func resumed(_ task: URLSessionDataTask?) -> URLSessionDataTask? {
         if let task { resume(task) }
         return task
     }
 
-    private func reportBuildFailure(_ error: Error, failure: ((URLSessionDataTask?, Error) -> Void)?) {
+    private func reportBuildFailure(_ error: Error, failure: Failure?) {
         onCompletionQueue { failure?(nil, error) }
     }
 
     private static func verbCompletion(
-        success: ((URLSessionDataTask, Any?) -> Void)?,
-        failure: ((URLSessionDataTask?, Error) -> Void)?
+        success: Success?,
+        failure: Failure?
     ) -> (TaskOutcome) -> Void {
         { outcome in
             let task = outcome.task as? URLSessionDataTask

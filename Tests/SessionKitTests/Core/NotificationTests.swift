@@ -77,13 +77,13 @@ final class InvalidationTests: LoopbackTestCase {
             if (note.object as AnyObject?) === oldSession { invalidated.resolve(note) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
-        let errors = Protected<[Error?]>([])
+        let errors = LockedBox<[Error?]>([])
         let allDone = OnceBox<Void>()
         for _ in 0..<3 {
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/5"))) { _, _, error in
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { _, _, error in
                 let count = errors.write { $0.append(error); return $0.count }
                 if count == 3 { allDone.resolve(()) }
-            })
+            }))
         }
         try await Task.sleep(nanoseconds: 200_000_000)
         manager.invalidateSessionCancelingTasks(true, resetSession: true)
@@ -102,10 +102,10 @@ final class InvalidationTests: LoopbackTestCase {
         manager.invalidateSessionCancelingTasks(false, resetSession: false)
         let counter = CallCounter()
         let error: Error? = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, error in
+            let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in
                 counter.increment()
                 done(error)
-            }
+            })
             manager.resume(task)
         }
         let nsError = try XCTUnwrap(error as NSError?)
@@ -119,7 +119,7 @@ final class InvalidationTests: LoopbackTestCase {
     func testFinishingInvalidationLetsRunningTasksComplete() async throws {
         let manager = makeManager()
         let outcome: (Any?, Error?) = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/1"))) { _, object, error in done((object, error)) })
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/1")), completionHandler: { _, object, error in done((object, error)) }))
             manager.invalidateSessionCancelingTasks(false, resetSession: false)
         }
         XCTAssertNil(outcome.1)
@@ -152,7 +152,7 @@ final class DelegateOverrideTests: LoopbackTestCase {
         let manager = makeManager()
         manager.responseSerializer = HTTPResponseSerializer()
         (manager.responseSerializer as? HTTPResponseSerializer)?.acceptableStatusCodes = IndexSet(200..<400)
-        let seen = Protected<[String]>([])
+        let seen = LockedBox<[String]>([])
         manager.taskWillPerformHTTPRedirection = { _, _, response, request in
             seen.write { $0.append(request.url?.path ?? "") }
             return nil
@@ -191,12 +191,12 @@ final class DelegateOverrideTests: LoopbackTestCase {
 
     func testUploadProgressObserverSeesBytesSent() async throws {
         let manager = makeManager()
-        let sent = Protected<Int64>(0)
+        let sent = LockedBox<Int64>(0)
         manager.taskDidSendBodyData = { _, _, _, total, _ in sent.wrappedValue = total }
         var request = URLRequest(url: server.url("/post"))
         request.httpMethod = "POST"
         let _: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, from: Data(count: 100_000)) { _, _, error in done(error) })
+            manager.resume(manager.uploadTask(with: request, from: Data(count: 100_000), completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertEqual(sent.wrappedValue, 100_000)
     }

@@ -26,7 +26,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
 
     func testDataTaskDownloadProgressReachesOne() async throws {
         let manager = makeManager()
-        let fractions = Protected<[Double]>([])
+        let fractions = LockedBox<[Double]>([])
         let outcome: Outcome = try await awaitCallback { done in
             let task = manager.dataTask(with: URLRequest(url: server.url("/bytes/300000")), downloadProgress: { progress in
                 fractions.write { $0.append(progress.fractionCompleted) }
@@ -46,9 +46,9 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         manager.responseSerializer = HTTPResponseSerializer()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/stream-bytes/100000?chunk_size=777"))) {
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/stream-bytes/100000?chunk_size=777")), completionHandler: {
                 done(($0, $1, $2))
-            })
+            }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(outcome.object as? Data, ByteGenerator.bytes(count: 100_000))
@@ -57,7 +57,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testGzipBodyIsDecoded() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/gzip"))) { done(($0, $1, $2)) })
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/gzip")), completionHandler: { done(($0, $1, $2)) }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(try echo(outcome.object)["gzipped"] as? Bool, true)
@@ -68,7 +68,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testUploadFromDataReportsProgressToOne() async throws {
         let manager = makeManager()
         let body = Data(repeating: 7, count: 1_000_000)
-        let last = Protected<Double>(0)
+        let last = LockedBox<Double>(0)
         let outcome: Outcome = try await awaitCallback { done in
             let task = manager.uploadTask(with: post("/post"), from: body, progress: { progress in
                 last.wrappedValue = progress.fractionCompleted
@@ -87,7 +87,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let body = ByteGenerator.bytes(count: 200_000, seed: 9)
         try body.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let progress = Protected<Progress?>(nil)
+        let progress = LockedBox<Progress?>(nil)
         let outcome: Outcome = try await awaitCallback { done in
             let task = manager.uploadTask(with: post("/post"), fromFile: file, progress: { progress.wrappedValue = $0 }) {
                 done(($0, $1, $2))
@@ -103,7 +103,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testUploadFromMissingFileFailsWithClearError() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: post("/post"), fromFile: temporaryFile("missing")) { done(($0, $1, $2)) })
+            manager.resume(manager.uploadTask(with: post("/post"), fromFile: temporaryFile("missing"), completionHandler: { done(($0, $1, $2)) }))
         }
         let error = try XCTUnwrap(outcome.error as NSError?)
         XCTAssertEqual(error.domain, SessionKitError.requestSerializationDomain)
@@ -117,7 +117,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let body = Data("streamed body ".utf8) + ByteGenerator.bytes(count: 50_000)
         request.httpBodyStream = InputStream(data: body)
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(withStreamedRequest: request) { done(($0, $1, $2)) })
+            manager.resume(manager.uploadTask(withStreamedRequest: request, completionHandler: { done(($0, $1, $2)) }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(server.requests.last?.body, body)
@@ -129,7 +129,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         let destination = temporaryFile()
         defer { try? FileManager.default.removeItem(at: destination) }
-        let last = Protected<Double>(0)
+        let last = LockedBox<Double>(0)
         let outcome: FileOutcome = try await awaitCallback { done in
             let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/500000?seed=3")),
                                             progress: { last.wrappedValue = $0.fractionCompleted },
@@ -165,7 +165,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: destination) }
         manager.downloadTaskDidFinishDownloading = { _, _, _ in destination }
         let outcome: FileOutcome = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/1000"))) { done(($0, $1, $2)) })
+            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/1000")), completionHandler: { done(($0, $1, $2)) }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(outcome.fileURL, destination)
@@ -176,10 +176,10 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         let counter = CallCounter()
         let outcome: FileOutcome = try await awaitCallback { done in
-            let task = manager.downloadTask(withResumeData: Data("not resume data".utf8)) { response, url, error in
+            let task = manager.downloadTask(withResumeData: Data("not resume data".utf8), completionHandler: { response, url, error in
                 counter.increment()
                 done((response, url, error))
-            }
+            })
             manager.resume(task)
         }
         let error = try XCTUnwrap(outcome.error as NSError?)
@@ -194,7 +194,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testCancelGivesURLErrorCancelled() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5"))) { done(($0, $1, $2)) }
+            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
             manager.resume(task)
             DispatchQueue(label: "test.cancel").asyncAfter(deadline: .now() + 0.2) { task.cancel() }
         }
@@ -205,7 +205,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testCancellingTheProgressCancelsTheTask() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5"))) { done(($0, $1, $2)) }
+            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
             manager.resume(task)
             manager.downloadProgress(for: task)?.cancel()
         }
@@ -226,7 +226,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         ]
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
         let completion = OnceBox<Outcome>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/get"))) { completion.resolve(($0, $1, $2)) }
+        let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { completion.resolve(($0, $1, $2)) })
         let progress = try XCTUnwrap(manager.downloadProgress(for: task))
         progress.pause()
         try await suspendedOnce.value(timeout: 10, file: #filePath, line: #line)
@@ -246,7 +246,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         for _ in 0..<5 {
             let outcome: Outcome = try await awaitCallback { done in
-                let task = manager.dataTask(with: URLRequest(url: server.url("/get"))) { done(($0, $1, $2)) }
+                let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
                 manager.resume(task)
                 for _ in 0..<20 {
                     XCTAssertFalse(manager.suspend(task))
@@ -263,7 +263,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         weak var weakTask: URLSessionTask?
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get"))) { done(($0, $1, $2)) }
+            let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
             weakTask = task
             XCTAssertEqual(manager.tasks.map(\.taskIdentifier), [task.taskIdentifier])
             XCTAssertEqual(manager.dataTasks.count, 1)
@@ -280,19 +280,19 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testAThousandConcurrentRequestsEachCompleteExactlyOnce() async throws {
         let manager = makeManager(timeout: 60)
         let total = 1_000
-        let counts = Protected<[Int: Int]>([:])
+        let counts = LockedBox<[Int: Int]>([:])
         let failures = CallCounter()
         let finished = CallCounter()
         let allDone = OnceBox<Void>()
         for index in 0..<total {
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get?i=\(index)"))) { _, object, error in
+            let task = manager.dataTask(with: URLRequest(url: server.url("/get?i=\(index)")), completionHandler: { _, object, error in
                 if error != nil || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index) {
                     failures.increment()
                 }
                 counts.write { $0[index, default: 0] += 1 }
                 finished.increment()
                 if finished.count == total { allDone.resolve(()) }
-            }
+            })
             manager.resume(task)
         }
         try await allDone.value(timeout: 120, file: #filePath, line: #line)
@@ -314,9 +314,9 @@ final class URLSessionManagerTests: LoopbackTestCase {
         manager.completionQueue = queue
         manager.completionGroup = group
         let onQueue: Bool = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, _ in
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, _ in
                 done(DispatchQueue.getSpecific(key: key) == "mine")
-            })
+            }))
         }
         XCTAssertTrue(onQueue)
         let _: Void = try await awaitCallback { done in group.notify(queue: queue) { done(()) } }
@@ -325,28 +325,9 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testDefaultCompletionQueueIsNotTheMainQueue() async throws {
         let manager = makeManager()
         let onMain: Bool = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, _ in done(Thread.isMainThread) })
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, _ in done(Thread.isMainThread) }))
         }
         XCTAssertFalse(onMain)
     }
 }
 
-/// A lock-protected value for tests (the library's own box is internal).
-final class Protected<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only touched under `lock`.
-    private let lock = NSLock()
-    private var value: Value
-
-    init(_ value: Value) { self.value = value }
-
-    func write<R>(_ body: (inout Value) -> R) -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return body(&value)
-    }
-
-    var wrappedValue: Value {
-        get { write { $0 } }
-        set { write { $0 = newValue } }
-    }
-}
