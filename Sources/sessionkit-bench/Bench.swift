@@ -110,12 +110,13 @@ struct Bench {
 
 /// Who makes the requests.
 enum Client: String, CaseIterable {
-    case libcurl, urlSession = "urlsession", sessionKit = "sessionkit"
+    case libcurl, urlSession = "urlsession", urlSessionDelegate = "urlsession-delegate", sessionKit = "sessionkit"
 
     var title: String {
         switch self {
         case .libcurl: return "raw libcurl"
         case .urlSession: return "raw URLSession"
+        case .urlSessionDelegate: return "raw URLSession (delegate)"
         case .sessionKit: return "SessionKit (foundation)"
         }
     }

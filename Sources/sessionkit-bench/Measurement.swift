@@ -40,6 +40,27 @@ enum Measurement {
             }
         case (.urlSession, .download100MiB):
             bytes = try await rawDownload(URLSession(configuration: configuration), url)
+        case (.urlSessionDelegate, .sequential), (.urlSessionDelegate, .soak):
+            let raw = RawDelegateSession(configuration: configuration)
+            for index in 0..<count {
+                let error: Error? = await withCheckedContinuation { continuation in
+                    raw.get(url) { continuation.resume(returning: $0) }
+                }
+                if let error { throw error }
+                if scenario == .soak { reportRSS(index, count) }
+            }
+        case (.urlSessionDelegate, .concurrent64):
+            let raw = RawDelegateSession(configuration: configuration)
+            try await concurrently(count: count, inFlight: 64) { done in raw.get(url, completion: done) }
+        case (.urlSessionDelegate, .download100MiB):
+            let raw = RawDelegateSession(configuration: configuration)
+            let destination = temporaryFile()
+            defer { try? FileManager.default.removeItem(at: destination) }
+            let error: Error? = await withCheckedContinuation { continuation in
+                raw.download(url, to: destination) { continuation.resume(returning: $0) }
+            }
+            if let error { throw error }
+            bytes = fileSize(destination)
         case (.sessionKit, .sequential), (.sessionKit, .soak):
             let manager = makeManager()
             for index in 0..<count {

@@ -1,0 +1,49 @@
+import Foundation
+import SessionKitTestSupport
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// URLSession driven through a delegate, as AFNetworking and Alamofire drive it (SessionKit too): the fair
+/// baseline for what the platform's delegate path costs, next to the completion-handler path.
+final class RawDelegateSession: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
+    // @unchecked Sendable: `completions` and `destinations` are `LockedBox`es.
+    private let completions = LockedBox<[Int: (Error?) -> Void]>([:])
+    private let destinations = LockedBox<[Int: URL]>([:])
+    private(set) var session: URLSession!
+
+    init(configuration: URLSessionConfiguration) {
+        super.init()
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
+    }
+
+    /// Starts a GET whose body is received and dropped.
+    func get(_ url: URL, completion: @escaping (Error?) -> Void) {
+        let task = session.dataTask(with: url)
+        completions.write { $0[task.taskIdentifier] = completion }
+        task.resume()
+    }
+
+    /// Starts a download moved to `destination`.
+    func download(_ url: URL, to destination: URL, completion: @escaping (Error?) -> Void) {
+        let task = session.downloadTask(with: url)
+        completions.write { $0[task.taskIdentifier] = completion }
+        destinations.write { $0[task.taskIdentifier] = destination }
+        task.resume()
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+
+    func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
+        if let destination = destinations.write({ $0.removeValue(forKey: downloadTask.taskIdentifier) }) {
+            try? FileManager.default.moveItem(at: location, to: destination)
+        }
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        completions.write { $0.removeValue(forKey: task.taskIdentifier) }?(error)
+    }
+}
