@@ -22,7 +22,7 @@ final class RefusalSession: @unchecked Sendable {
     private static let url = URL(string: "sessionkit-refused:task") ?? URL(fileURLWithPath: "/")
 
     private init() {
-        hub = SessionDelegateHub(registry: registry, overrides: Protected(DelegateOverrides())) { _ in }
+        hub = SessionDelegateHub(registry: registry, overrides: Protected(DelegateOverrides()))
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.refusal.delegate"

@@ -13,13 +13,11 @@ final class SessionDelegateHub: NSObject, @unchecked Sendable {
     // @unchecked Sendable: all state lives in `Protected` boxes or is immutable.
     private let registry: TaskRegistry
     private let overrides: Protected<DelegateOverrides>
-    private let onInvalidation: @Sendable (URLSession) -> Void
 
-    /// Creates a hub over the manager's `registry` and `overrides`; `onInvalidation` runs when the session ends.
-    init(registry: TaskRegistry, overrides: Protected<DelegateOverrides>, onInvalidation: @escaping @Sendable (URLSession) -> Void) {
+    /// Creates a hub over the manager's `registry` and `overrides`.
+    init(registry: TaskRegistry, overrides: Protected<DelegateOverrides>) {
         self.registry = registry
         self.overrides = overrides
-        self.onInvalidation = onInvalidation
     }
 }
 
@@ -28,7 +26,6 @@ final class SessionDelegateHub: NSObject, @unchecked Sendable {
 extension SessionDelegateHub: URLSessionDelegate {
     func urlSession(_ session: URLSession, didBecomeInvalidWithError error: Error?) {
         overrides.read { $0.sessionDidBecomeInvalid }?(session, error)
-        onInvalidation(session)
         var userInfo: [String: Any] = [:]
         if let error { userInfo[SessionKitNotificationKey.error] = error }
         NotificationCenter.default.post(name: .sessionKitSessionDidInvalidate, object: session, userInfo: userInfo)

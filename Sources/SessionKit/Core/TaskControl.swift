@@ -17,14 +17,14 @@ import FoundationNetworking
 /// URLSession on Linux also restarts the transfer of a task that is resumed while it runs (and then stops the
 /// process when both transfers end), so resuming a running task does nothing.
 struct TaskControl: Sendable {
-    /// Resumes `task` if it is suspended, and then posts ``Foundation/Notification/Name/sessionKitTaskDidResume``.
+    /// Resumes `task` if it is suspended, and then posts `Notification.Name.sessionKitTaskDidResume`.
     func resume(_ task: URLSessionTask) {
         guard task.state == .suspended else { return }
         task.resume()
         NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
     }
 
-    /// Suspends `task` unless it is loading, and posts ``Foundation/Notification/Name/sessionKitTaskDidSuspend``
+    /// Suspends `task` unless it is loading, and posts `Notification.Name.sessionKitTaskDidSuspend`
     /// when it did.
     ///
     /// - Returns: Whether the task was suspended.

@@ -182,7 +182,7 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
-    /// ``Notification.Name/sessionKitTaskDidComplete`` on the completion queue.
+    /// `Notification.Name.sessionKitTaskDidComplete` on the completion queue.
     func didComplete(error: Error?) {
         let (action, data): (TaskLifecycle.CompletionAction, Data) = lock.withLock {
             let action = lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)

@@ -79,8 +79,9 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
 
     // MARK: - Configuration
 
-    /// The session the manager's tasks run in. After a reset (``invalidateSessionCancelingTasks(_:resetSession:)``)
-    /// a new one is built on first use.
+    /// The session the manager's tasks run in. After an invalidation with a reset
+    /// (``invalidateSessionCancelingTasks(_:resetSession:)``) a new one is built on first use; without a reset this
+    /// stays the invalidated session.
     public var session: URLSession {
         sessionState.write { state in
             if let session = state.session { return session }
@@ -180,6 +181,7 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
     /// Creates a download task for `request`.
     ///
     /// - Parameters:
+    ///   - request:     The request to download.
     ///   - progress:    Called on the delegate queue as the file is written.
     ///   - destination: Where to move the downloaded file, given its temporary location and the response; the file
     ///     must not exist yet. Without it, the file is deleted once the download ends.
@@ -240,14 +242,14 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
     /// The running download tasks.
     public var downloadTasks: [URLSessionDownloadTask] { tasks.compactMap { $0 as? URLSessionDownloadTask } }
 
-    /// Resumes `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidResume``.
+    /// Resumes `task` and posts `Notification.Name.sessionKitTaskDidResume`.
     ///
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
         control.resume(task)
     }
 
-    /// Suspends `task` and posts ``Foundation/Notification/Name/sessionKitTaskDidSuspend``.
+    /// Suspends `task` and posts `Notification.Name.sessionKitTaskDidSuspend`.
     ///
     /// On the Foundation transport a task that is already loading is not suspended: URLSession on Linux stops the
     /// process when such a task is resumed before its suspension has been carried out (see `Docs/Architecture.md`).
@@ -279,7 +281,8 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
             } else {
                 session.finishTasksAndInvalidate()
             }
-            state.session = nil
+            // Without a reset, `session` keeps answering the invalidated session, as in AFNetworking.
+            state.session = resetSession ? nil : session
             state.refusesTasks = !resetSession
         }
     }
@@ -367,7 +370,7 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
 
     /// Builds a session over a new delegate hub.
     private func makeSession() -> URLSession {
-        let hub = SessionDelegateHub(registry: registry, overrides: overrides) { _ in }
+        let hub = SessionDelegateHub(registry: registry, overrides: overrides)
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
         return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
     }

@@ -99,7 +99,9 @@ final class InvalidationTests: LoopbackTestCase {
 
     func testInvalidationWithoutResetRefusesNewTasksWithClearError() async throws {
         let manager = makeManager()
+        let invalidatedSession = manager.session
         manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        XCTAssertTrue(manager.session === invalidatedSession, "without a reset the invalidated session stays")
         let counter = CallCounter()
         let error: Error? = try await awaitCallback { done in
             let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in
