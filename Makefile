@@ -4,7 +4,11 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
 DOCS_DIR ?= .build-docs
 
-.PHONY: setup build test demo bench soak docs format clean
+FUZZ_TARGETS := http json xml plist compound decodable
+FUZZ_SECONDS ?= 60
+FUZZ_BUILD := .build-fuzz
+
+.PHONY: setup build test demo bench soak fuzz fuzz-replay docs format clean
 
 ## setup: install the system libraries SessionKit links (libcurl with OpenSSL, OpenSSL headers) when missing.
 setup:
@@ -24,7 +28,8 @@ build: setup
 ## test: every test, against the in-process loopback server.
 test: setup
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build
+	$(MAKE) --no-print-directory fuzz-replay
+	$(SWIFT) test --skip-build --disable-swift-testing
 
 ## demo: the tour of SessionKit against its embedded server.
 demo: setup
@@ -41,6 +46,27 @@ soak: setup
 	$(SWIFT) build -c release --product sessionkit-bench
 	$(SWIFT) run -c release --skip-build sessionkit-bench soak 100000
 
+## fuzz: libFuzzer on every parser target for FUZZ_SECONDS each (default 60), from the committed seeds.
+fuzz: setup
+	$(SWIFT) build -c release --scratch-path $(FUZZ_BUILD) -Xswiftc -sanitize=fuzzer -Xswiftc -use-ld=lld \
+	  --product sessionkit-fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t Fuzz/regressions/$$t; \
+	  echo "== fuzzing $$t for $(FUZZ_SECONDS) s"; \
+	  $(FUZZ_BUILD)/release/sessionkit-fuzz $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	    -max_len=65536 -print_final_stats=1 -artifact_prefix=Fuzz/regressions/$$t/ \
+	    $(FUZZ_BUILD)/corpus/$$t Fuzz/seeds/$$t > $(FUZZ_BUILD)/$$t.log 2>&1; status=$$?; \
+	  grep -E "stat::(number_of_executed_units|peak_rss_mb)" $(FUZZ_BUILD)/$$t.log; \
+	  if [ $$status -ne 0 ]; then tail -60 $(FUZZ_BUILD)/$$t.log; exit $$status; fi; \
+	done
+
+## fuzz-replay: run every seed and every saved crash input once through a plain build (part of `make test`).
+fuzz-replay:
+	$(SWIFT) build --product sessionkit-fuzz
+	@for t in $(FUZZ_TARGETS); do \
+	  $(SWIFT) run --skip-build sessionkit-fuzz $$t Fuzz/seeds/$$t $$(ls -d Fuzz/regressions/$$t 2>/dev/null) || exit 1; \
+	done
+
 ## docs: DocC reference of the SessionKit module into $(DOCS_DIR).
 docs: setup
 	$(SWIFT) package --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
@@ -51,4 +77,4 @@ format:
 	swift-format format --in-place --recursive --parallel Sources Tests Package.swift
 
 clean:
-	rm -rf .build $(DOCS_DIR)
+	rm -rf .build $(DOCS_DIR) $(FUZZ_BUILD)

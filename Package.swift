@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "SessionKit", targets: ["SessionKit"]),
         .executable(name: "sessionkit-demo", targets: ["sessionkit-demo"]),
         .executable(name: "sessionkit-bench", targets: ["sessionkit-bench"]),
+        .executable(name: "sessionkit-fuzz", targets: ["sessionkit-fuzz"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
@@ -56,6 +57,16 @@ let package = Package(
             name: "sessionkit-bench",
             dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
             path: "Sources/sessionkit-bench",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .target(
+            name: "CFuzzDriver",
+            path: "Sources/CFuzzDriver"
+        ),
+        .executableTarget(
+            name: "sessionkit-fuzz",
+            dependencies: ["SessionKit", "CFuzzDriver"],
+            path: "Sources/sessionkit-fuzz",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .testTarget(

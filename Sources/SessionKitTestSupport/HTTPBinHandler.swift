@@ -98,6 +98,14 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             respond(context, request, body: Gzip.encode(json), contentType: "application/json", extraHeaders: headers)
         case "json":
             respond(context, request, json: Self.sampleDocument)
+        case "large-json":
+            let bytes = parts.count > 1 ? min(Int(parts[1]) ?? 0, 256 << 20) : 0
+            respond(context, request, body: Self.largeJSON(bytes: bytes), contentType: "application/json")
+        case "plist":
+            let plist = (try? PropertyListSerialization.data(
+                fromPropertyList: ["name": "SessionKit", "items": [1, 2, 3], "nested": ["ok": true]],
+                format: request.query["format"] == "binary" ? .binary : .xml, options: 0)) ?? Data()
+            respond(context, request, body: plist, contentType: "application/x-plist")
         case "xml":
             let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<slideshow title=\"Sample\"><slide><title>One</title></slide></slideshow>\n"
             respond(context, request, body: Data(xml.utf8), contentType: "application/xml")
@@ -284,6 +292,20 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             if !keepAlive { context.close(promise: nil) }
         }
+    }
+
+    /// A JSON array of records, at least `bytes` long: `[{"id":0,"name":"item 0","tags":["a","b"],"note":null},…]`.
+    static func largeJSON(bytes: Int) -> Data {
+        var data = Data("[".utf8)
+        data.reserveCapacity(bytes + 128)
+        var index = 0
+        while data.count < bytes {
+            if index > 0 { data.append(UInt8(ascii: ",")) }
+            data.append(contentsOf: Array("{\"id\":\(index),\"name\":\"item \(index)\",\"tags\":[\"a\",\"b\"],\"note\":null}".utf8))
+            index += 1
+        }
+        data.append(UInt8(ascii: "]"))
+        return data
     }
 
     /// A JSON document with nesting, nulls and every JSON type.

@@ -1,0 +1,71 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Validates a response and decodes its property-list body (XML or binary).
+///
+/// Accepts `application/x-plist`. An empty body gives nil; a body that is not a property list fails with
+/// `-1016` in ``SessionKitError/responseSerializationDomain``, chaining the validation error if there was one.
+open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
+    // @unchecked Sendable: the options are guarded by `options`.
+    private struct Options {
+        var format: PropertyListSerialization.PropertyListFormat = .xml
+        var readOptions: PropertyListSerialization.ReadOptions = []
+    }
+
+    private let options = Protected(Options())
+
+    /// Creates a serializer for `application/x-plist`.
+    public override init() {
+        super.init()
+        acceptableContentTypes = ["application/x-plist"]
+    }
+
+    /// Creates a serializer with the given format and read options.
+    public convenience init(format: PropertyListSerialization.PropertyListFormat,
+                            readOptions: PropertyListSerialization.ReadOptions) {
+        self.init()
+        self.format = format
+        self.readOptions = readOptions
+    }
+
+    /// The format expected, as AFNetworking keeps it; decoding accepts XML and binary whatever its value.
+    public var format: PropertyListSerialization.PropertyListFormat {
+        get { options.read { $0.format } }
+        set { options.write { $0.format = newValue } }
+    }
+
+    /// Options for `PropertyListSerialization` when reading (mutability of the result).
+    public var readOptions: PropertyListSerialization.ReadOptions {
+        get { options.read { $0.readOptions } }
+        set { options.write { $0.readOptions = newValue } }
+    }
+
+    /// Validates the response and returns the decoded property list (nil for an empty body).
+    open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
+        var validationError: Error?
+        do {
+            try validate(response: response as? HTTPURLResponse, data: data)
+        } catch {
+            validationError = error
+            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
+        }
+        guard let data, !data.isEmpty else {
+            if let validationError { throw validationError }
+            return nil
+        }
+        let object: Any
+        do {
+            var format = self.format
+            object = try PropertyListSerialization.propertyList(from: data, options: readOptions, format: &format)
+        } catch {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData, "The response body is not a property list.",
+                response: response, data: data, underlying: validationError ?? error)
+        }
+        if let validationError { throw validationError }
+        return object
+    }
+}

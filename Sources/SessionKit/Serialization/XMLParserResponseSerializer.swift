@@ -1,0 +1,37 @@
+import Foundation
+
+#if canImport(FoundationXML)
+import FoundationXML
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Validates a response and returns an `XMLParser` over its body, ready for your delegate.
+///
+/// Accepts `application/xml` and `text/xml`. An empty body gives nil. The parser is not run: call `parse()` with
+/// your `XMLParserDelegate` set.
+///
+/// ```swift
+/// manager.responseSerializer = XMLParserResponseSerializer()
+/// let result = try await manager.get("feed.xml")
+/// let parser = result.object as? XMLParser
+/// parser?.delegate = myDelegate
+/// parser?.parse()
+/// ```
+open class XMLParserResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
+    // @unchecked Sendable: no state beyond the superclass's, which guards its own.
+
+    /// Creates a serializer for the XML content types.
+    public override init() {
+        super.init()
+        acceptableContentTypes = ["application/xml", "text/xml"]
+    }
+
+    /// Validates the response and returns an `XMLParser` over the body (nil for an empty body).
+    open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
+        try validate(response: response as? HTTPURLResponse, data: data)
+        guard let data, !data.isEmpty else { return nil }
+        return XMLParser(data: data)
+    }
+}
