@@ -4,7 +4,7 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
 DOCS_DIR ?= .build-docs
 
-FUZZ_TARGETS := http json xml plist compound decodable
+FUZZ_TARGETS ?= http json xml plist compound decodable
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
@@ -53,7 +53,7 @@ fuzz: setup
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t Fuzz/regressions/$$t; \
 	  echo "== fuzzing $$t for $(FUZZ_SECONDS) s"; \
-	  $(FUZZ_BUILD)/release/sessionkit-fuzz $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  SWIFT_BACKTRACE=enable=no $(FUZZ_BUILD)/release/sessionkit-fuzz $$t -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	    -max_len=65536 -print_final_stats=1 -artifact_prefix=Fuzz/regressions/$$t/ \
 	    $(FUZZ_BUILD)/corpus/$$t Fuzz/seeds/$$t > $(FUZZ_BUILD)/$$t.log 2>&1; status=$$?; \
 	  grep -E "stat::(number_of_executed_units|peak_rss_mb)" $(FUZZ_BUILD)/$$t.log; \

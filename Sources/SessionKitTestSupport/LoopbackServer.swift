@@ -24,7 +24,7 @@ public final class LoopbackServer: @unchecked Sendable {
     // @unchecked Sendable: `log` and `counters` are `NIOLockedValueBox`es; the rest is immutable after start.
 
     /// How many bytes of each request body the log keeps.
-    public static let recordedBodyLimit = 1 << 20
+    public static let recordedBodyLimit = 16 << 20
 
     /// The port the server listens on.
     public let port: Int

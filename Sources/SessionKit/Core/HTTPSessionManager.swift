@@ -114,10 +114,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
             reportBuildFailure(error, failure: failure)
             return nil
         }
-        let body = request.httpBody ?? Data()
-        var bodyless = request
-        bodyless.httpBody = nil
-        let task = makeTask(.uploadData(bodyless, body), uploadProgress: progress, completion: completion)
+        let task = makeTask(.uploadStream(request), uploadProgress: progress, completion: completion)
         return resumed(task as? URLSessionDataTask)
     }
 

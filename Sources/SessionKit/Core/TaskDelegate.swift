@@ -132,7 +132,8 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// Body bytes were sent.
     func didSendBodyData(totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
-        uploadProgress.totalUnitCount = totalBytesExpectedToSend > 0 ? totalBytesExpectedToSend : -1
+        // A stream body is sent chunked and URLSession does not know its size; keep the size known at creation.
+        if totalBytesExpectedToSend > 0 { uploadProgress.totalUnitCount = totalBytesExpectedToSend }
         uploadProgress.completedUnitCount = totalBytesSent
         uploadProgressHandler?(uploadProgress)
     }
@@ -196,7 +197,10 @@ final class TaskDelegate: @unchecked Sendable {
             if downloadProgress.totalUnitCount < 0 || downloadProgress.completedUnitCount > downloadProgress.totalUnitCount {
                 downloadProgress.totalUnitCount = downloadProgress.completedUnitCount
             }
-            if uploadProgress.totalUnitCount > 0 && uploadProgress.completedUnitCount < uploadProgress.totalUnitCount {
+            if uploadProgress.totalUnitCount <= 0 && uploadProgress.completedUnitCount > 0 {
+                uploadProgress.totalUnitCount = uploadProgress.completedUnitCount
+                uploadProgressHandler?(uploadProgress)
+            } else if uploadProgress.totalUnitCount > 0 && uploadProgress.completedUnitCount < uploadProgress.totalUnitCount {
                 uploadProgress.completedUnitCount = uploadProgress.totalUnitCount
                 uploadProgressHandler?(uploadProgress)
             }

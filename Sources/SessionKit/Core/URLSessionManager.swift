@@ -316,6 +316,13 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
         completion: @escaping (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
+        let uploadLength = Self.uploadLength(of: source)
+        if case .uploadStream(var request) = source, request.value(forHTTPHeaderField: "Content-Length") != nil {
+            // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
+            // servers answer 400. The length still sizes the upload progress.
+            request.setValue(nil, forHTTPHeaderField: "Content-Length")
+            source = .uploadStream(request)
+        }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
             source = .refused(
                 SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
@@ -362,7 +369,7 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
             task: task, session: session, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
             destination: destination, bodyStream: Self.bodyStream(of: source),
-            uploadLength: Self.uploadLength(of: source), forcedError: forcedError,
+            uploadLength: uploadLength, forcedError: forcedError,
             control: control, completion: completion)
         registry.add(delegate)
         return task

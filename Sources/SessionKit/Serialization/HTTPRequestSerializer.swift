@@ -180,7 +180,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked 
             if let custom {
                 query = try custom(request, parameters)
             } else {
-                query = QueryStringEncoding.queryString(from: parameters)
+                query = QueryStringEncoding.queryString(from: try Self.propertyListValue(parameters))
             }
         }
 
@@ -216,36 +216,47 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked 
             throw SessionKitError.requestSerialization(.badURL, "A multipart body cannot be sent with \(method).")
         }
         var request = try self.request(withMethod: method, urlString: urlString, parameters: nil)
-        let form = MultipartFormBody(stringEncoding: stringEncoding)
+        request.httpBody = nil
+        let form = MultipartFormBody()
         if let parameters {
-            for pair in QueryStringEncoding.pairs(key: nil, value: parameters) {
+            for pair in QueryStringEncoding.pairs(key: nil, value: try Self.propertyListValue(parameters)) {
                 let text = pair.value.map { QueryStringEncoding.text(of: $0) } ?? ""
-                form.appendPart(withFormData: Data(text.utf8), name: pair.key)
+                guard let data = text.data(using: stringEncoding) else {
+                    throw SessionKitError.requestSerialization(
+                        .cannotDecodeRawData, "The parameter \(pair.key) cannot be written in \(stringEncoding).")
+                }
+                form.appendPart(withFormData: data, name: pair.key)
             }
         }
         try block?(form)
-        let body = form.encodedData()
-        request.httpBody = body
+        let stream = form.makeStream()
+        request.httpBodyStream = stream
         request.setValue("multipart/form-data; boundary=\(form.boundary)", forHTTPHeaderField: "Content-Type")
-        request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
+        request.setValue(String(stream.contentLength), forHTTPHeaderField: "Content-Length")
         return request
     }
 
-    /// Writes the body of a multipart request to `fileURL` and returns the request without a body, ready to be
-    /// uploaded from that file.
+    /// Writes the body stream of a multipart request to `fileURL`, in chunks, on a queue of its own, and returns
+    /// the request without a body, ready to be uploaded from that file (with an exact `Content-Length`).
     ///
-    /// `completionHandler` runs once the file is written, with nil or the write error.
+    /// `completionHandler` runs on that queue once the file is written, with nil or the error.
     public func request(
         withMultipartFormRequest request: URLRequest,
         writingStreamContentsToFile fileURL: URL,
         completionHandler: ((Error?) -> Void)?
     ) -> URLRequest {
         var stripped = request
-        let body = request.httpBody ?? Data()
+        let stream = request.httpBodyStream
+        let body = request.httpBody
+        stripped.httpBodyStream = nil
         stripped.httpBody = nil
         DispatchQueue(label: "com.sessionkit.multipart.write").async {
             do {
-                try body.write(to: fileURL, options: .atomic)
+                if let stream {
+                    try Self.copy(stream, to: fileURL)
+                } else {
+                    try (body ?? Data()).write(to: fileURL)
+                }
                 completionHandler?(nil)
             } catch {
                 completionHandler?(error)
@@ -254,7 +265,46 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked 
         return stripped
     }
 
+    /// Copies `stream` to a new file at `fileURL`, 64 KiB at a time.
+    private static func copy(_ stream: InputStream, to fileURL: URL) throws {
+        guard FileManager.default.createFile(atPath: fileURL.path, contents: nil) else {
+            throw SessionKitError.requestSerialization(.cannotCreateFile, "Cannot create \(fileURL.path).")
+        }
+        let handle = try FileHandle(forWritingTo: fileURL)
+        defer { try? handle.close() }
+        if stream.streamStatus == .notOpen { stream.open() }
+        defer { stream.close() }
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = stream.read(&buffer, maxLength: buffer.count)
+            if count < 0 {
+                throw stream.streamError ?? SessionKitError.requestSerialization(.cannotDecodeRawData, "The body stream failed.")
+            }
+            if count == 0 { break }
+            try handle.write(contentsOf: buffer[0..<count])
+        }
+    }
+
     // MARK: - Helpers
+
+    /// `parameters` as dictionaries, arrays and scalars: unchanged when it already is one, encoded through
+    /// `JSONEncoder` when it is another `Encodable` value (so a struct follows the same rules as a dictionary).
+    ///
+    /// - Throws: A request-serialization error when the value cannot be encoded.
+    static func propertyListValue(_ parameters: Any) throws -> Any {
+        if parameters is [AnyHashable: Any] || parameters is [Any] || parameters is NSSet || parameters is Set<AnyHashable> {
+            return parameters
+        }
+        guard let encodable = parameters as? any Encodable else { return parameters }
+        do {
+            let data = try JSONEncoder().encode(encodable)
+            return try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+        } catch {
+            throw SessionKitError.requestSerialization(
+                .cannotDecodeRawData, "The parameters of type \(type(of: parameters)) cannot be encoded: \(error)",
+                underlying: error)
+        }
+    }
 
     /// Copies the set request properties onto `request`.
     func applyRequestProperties(to request: inout URLRequest) {

@@ -34,7 +34,8 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
         }
         var request = request
         applyDefaultHeaders(to: &request)
-        guard let parameters else { return request }
+        guard let original = parameters else { return request }
+        let parameters = try Self.propertyListValue(original)
         if request.value(forHTTPHeaderField: "Content-Type") == nil {
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         }

@@ -25,28 +25,24 @@ public protocol MultipartFormData: AnyObject {
     func appendPart(withFormData data: Data, name: String)
     /// Appends a part with raw headers and body.
     func appendPart(withHeaders headers: [String: String]?, body: Data)
+    /// Paces the upload: each read of the body returns at most `numberOfBytes` bytes and then waits `delay`
+    /// seconds, as AFNetworking does for slow links. The wait happens on the thread that reads the body.
+    func throttleBandwidth(withPacketSize numberOfBytes: Int, delay: TimeInterval)
 }
 
-/// The body being built: an ordered list of parts framed by a random boundary, CRLF line ends.
+/// The body being built: an ordered list of parts framed by a random boundary, CRLF line ends. Nothing is read
+/// here: files and streams are only checked, and read later, in chunks, by the ``MultipartBodyStream``.
 final class MultipartFormBody: MultipartFormData {
-    /// One part: its header lines and its bytes.
-    private struct Part {
-        var headers: [(String, String)]
-        var body: Data
-    }
-
     let boundary: String
-    private let stringEncoding: String.Encoding
-    private var parts: [Part] = []
+    private var parts: [MultipartBodyPart] = []
+    private var throttle: (packetSize: Int, delay: TimeInterval)?
 
-    init(stringEncoding: String.Encoding) {
-        self.stringEncoding = stringEncoding
+    init() {
         self.boundary = String(format: "Boundary+%08X%08X", UInt32.random(in: .min ... .max), UInt32.random(in: .min ... .max))
     }
 
     func appendPart(withFileURL fileURL: URL, name: String) throws {
-        let fileName = fileURL.lastPathComponent
-        try appendPart(withFileURL: fileURL, name: name, fileName: fileName,
+        try appendPart(withFileURL: fileURL, name: name, fileName: fileURL.lastPathComponent,
                        mimeType: MIMEType.forPathExtension(fileURL.pathExtension))
     }
 
@@ -54,65 +50,52 @@ final class MultipartFormBody: MultipartFormData {
         guard fileURL.isFileURL else {
             throw SessionKitError.requestSerialization(.badURL, "Expected a file URL, got \(fileURL.absoluteString).")
         }
-        let data: Data
-        do {
-            data = try Data(contentsOf: fileURL)
-        } catch {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: fileURL.path, isDirectory: &isDirectory), !isDirectory.boolValue,
+              FileManager.default.isReadableFile(atPath: fileURL.path),
+              let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size]) as? NSNumber
+        else {
             throw SessionKitError.requestSerialization(
-                .badURL, "The file \(fileURL.path) cannot be read.", underlying: error)
+                .fileDoesNotExist, "The file \(fileURL.path) does not exist or cannot be read.")
         }
-        appendPart(withFileData: data, name: name, fileName: fileName, mimeType: mimeType)
+        append(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType),
+               source: .file(fileURL, length: size.int64Value))
     }
 
     func appendPart(with inputStream: InputStream?, name: String, fileName: String, length: Int64, mimeType: String) {
-        var data = Data()
-        if let inputStream, length > 0 {
-            inputStream.open()
-            defer { inputStream.close() }
-            var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-            while Int64(data.count) < length {
-                let wanted = Int(min(Int64(buffer.count), length - Int64(data.count)))
-                let read = inputStream.read(&buffer, maxLength: wanted)
-                if read <= 0 { break }
-                data.append(buffer, count: read)
-            }
-        }
-        appendPart(withHeaders: fileHeaders(name: name, fileName: fileName, mimeType: mimeType), body: data)
+        let source: MultipartBodyPart.Source = inputStream.map { .stream($0, length: max(0, length)) } ?? .data(Data())
+        append(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType), source: source)
     }
 
     func appendPart(withFileData data: Data, name: String, fileName: String, mimeType: String) {
-        appendPart(withHeaders: fileHeaders(name: name, fileName: fileName, mimeType: mimeType), body: data)
+        append(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType), source: .data(data))
     }
 
     func appendPart(withFormData data: Data, name: String) {
-        appendPart(withHeaders: ["Content-Disposition": "form-data; name=\"\(Self.quoted(name))\""], body: data)
+        append(headers: [("Content-Disposition", "form-data; name=\"\(Self.quoted(name))\"")], source: .data(data))
     }
 
     func appendPart(withHeaders headers: [String: String]?, body: Data) {
-        let ordered = (headers ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
-        parts.append(Part(headers: ordered, body: body))
+        append(headers: (headers ?? [:]).sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, source: .data(body))
     }
 
-    /// The whole body, final boundary included.
-    func encodedData() -> Data {
-        var data = Data()
-        for part in parts {
-            data.append(Data("--\(boundary)\r\n".utf8))
-            for (field, value) in part.headers {
-                data.append(Data("\(field): \(value)\r\n".utf8))
-            }
-            data.append(Data("\r\n".utf8))
-            data.append(part.body)
-            data.append(Data("\r\n".utf8))
-        }
-        data.append(Data("--\(boundary)--\r\n".utf8))
-        return data
+    func throttleBandwidth(withPacketSize numberOfBytes: Int, delay: TimeInterval) {
+        throttle = (max(1, numberOfBytes), max(0, delay))
     }
 
-    private func fileHeaders(name: String, fileName: String, mimeType: String) -> [String: String] {
+    /// The body, as a stream to be read once.
+    func makeStream() -> MultipartBodyStream {
+        MultipartBodyStream(parts: parts, boundary: boundary, throttle: throttle)
+    }
+
+    private func append(headers: [(String, String)], source: MultipartBodyPart.Source) {
+        parts.append(MultipartBodyPart(headers: headers, source: source))
+    }
+
+    private func fileHeaders(name: String, fileName: String, mimeType: String) -> [(String, String)] {
         [
-            "Content-Disposition": "form-data; name=\"\(Self.quoted(name))\"; filename=\"\(Self.quoted(fileName))\"",
-            "Content-Type": mimeType,
+            ("Content-Disposition", "form-data; name=\"\(Self.quoted(name))\"; filename=\"\(Self.quoted(fileName))\""),
+            ("Content-Type", mimeType),
         ]
     }
 

@@ -8,6 +8,11 @@ import FoundationNetworking
 ///
 /// Accepts `application/x-plist`. An empty body gives nil; a body that is not a property list fails with
 /// `-1016` in ``SessionKitError/responseSerializationDomain``, chaining the validation error if there was one.
+///
+/// Bodies are read by SessionKit's own bounded readers, not Foundation's `PropertyListSerialization`, which on
+/// Linux can crash on a hostile binary property list and leaks memory on malformed ones. Values come back as
+/// Swift types: `[String: Any]`, `[Any]`, `String`, `Int`, `Double`, `Bool`, `Date`, `Data`. Sets, dictionary
+/// keys that are not strings and OpenStep property lists are refused.
 open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     // @unchecked Sendable: the options are guarded by `options`.
     private struct Options {
@@ -37,7 +42,8 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
         set { options.write { $0.format = newValue } }
     }
 
-    /// Options for `PropertyListSerialization` when reading (mutability of the result).
+    /// AFNetworking's read options, kept for compatibility: results are Swift values, whose mutability is the
+    /// caller's `var`.
     public var readOptions: PropertyListSerialization.ReadOptions {
         get { options.read { $0.readOptions } }
         set { options.write { $0.readOptions = newValue } }
@@ -58,11 +64,10 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
         }
         let object: Any
         do {
-            var format = self.format
-            object = try PropertyListSerialization.propertyList(from: data, options: readOptions, format: &format)
+            object = try PropertyListReader.object(from: data)
         } catch {
             throw SessionKitError.responseSerialization(
-                .cannotDecodeContentData, "The response body is not a property list.",
+                .cannotDecodeContentData, "The response body is not a property list: \(error)",
                 response: response, data: data, underlying: validationError ?? error)
         }
         if let validationError { throw validationError }

@@ -10,7 +10,8 @@ import FoundationNetworking
 /// Validates a response and returns an `XMLParser` over its body, ready for your delegate.
 ///
 /// Accepts `application/xml` and `text/xml`. An empty body gives nil. The parser is not run: call `parse()` with
-/// your `XMLParserDelegate` set.
+/// your `XMLParserDelegate` set. The parser reads UTF-8 only: a body in another encoding it declares is converted,
+/// and one that is neither fails with `-1016` (`XMLParser` on Linux crashes on names that are not UTF-8).
 ///
 /// ```swift
 /// manager.responseSerializer = XMLParserResponseSerializer()
@@ -32,6 +33,12 @@ open class XMLParserResponseSerializer: HTTPResponseSerializer, @unchecked Senda
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
         try validate(response: response as? HTTPURLResponse, data: data)
         guard let data, !data.isEmpty else { return nil }
-        return XMLParser(data: data)
+        do {
+            return XMLParser(data: try XMLBody.utf8(data))
+        } catch {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData, "The response body is not XML that can be parsed: \(error)",
+                response: response, data: data, underlying: error)
+        }
     }
 }

@@ -1,0 +1,191 @@
+import Foundation
+
+/// Reads a binary property list (`bplist00`) without Foundation's decoder.
+///
+/// Foundation's decoder on Linux trusts the file: a set whose member cannot be bridged crashes the process (found
+/// by `make fuzz`, input kept in `Fuzz/regressions/plist/`), and its error paths leak memory on every malformed
+/// input. This reader checks every offset, count and reference against the bounds, refuses cycles and nesting
+/// deeper than ``maximumDepth``, and builds each object once (shared references reuse it), so any bytes give an
+/// object or an error in time and memory proportional to the input.
+///
+/// Values: `[String: Any]`, `[Any]`, `String`, `Int`, `Double`, `Bool`, `Date`, `Data`; a UID is
+/// `["CF$UID": Int]`, as Foundation writes it in XML. Sets and dictionary keys that are not strings are refused.
+enum BinaryPropertyListReader {
+    /// How deep arrays and dictionaries may nest.
+    static let maximumDepth = 512
+
+    /// Whether `data` starts like a binary property list.
+    static func isBinaryPropertyList(_ data: Data) -> Bool {
+        data.starts(with: Array("bplist".utf8))
+    }
+
+    /// The top object of `data`.
+    /// - Throws: ``PropertyListReader/Refusal`` saying what is wrong.
+    static func read(_ data: Data) throws -> Any {
+        var reader = try Reader([UInt8](data))
+        return try reader.object(reader.topObject, depth: 0)
+    }
+
+    private typealias Refusal = PropertyListReader.Refusal
+
+    private struct Reader {
+        let bytes: [UInt8]
+        let referenceSize: Int
+        let tableOffset: Int
+        let topObject: Int
+        var offsets: [Int] = []
+        var cache: [Any?]
+        var onPath: [Bool]
+
+        init(_ bytes: [UInt8]) throws {
+            self.bytes = bytes
+            guard bytes.count >= 8 + 1 + 32, bytes.starts(with: Array("bplist0".utf8)) else {
+                throw Refusal("too short for a binary property list")
+            }
+            let trailer = bytes.count - 32
+            let offsetSize = Int(bytes[trailer + 6])
+            referenceSize = Int(bytes[trailer + 7])
+            let objectCount = try Self.integer(bytes, at: trailer + 8, size: 8, limit: bytes.count)
+            topObject = try Self.integer(bytes, at: trailer + 16, size: 8, limit: bytes.count)
+            tableOffset = try Self.integer(bytes, at: trailer + 24, size: 8, limit: bytes.count)
+            guard (1...8).contains(offsetSize), (1...8).contains(referenceSize) else {
+                throw Refusal("bad integer sizes in the trailer")
+            }
+            guard objectCount > 0, topObject < objectCount, tableOffset >= 8,
+                  objectCount <= (trailer - tableOffset) / offsetSize
+            else { throw Refusal("object table out of range") }
+            offsets.reserveCapacity(objectCount)
+            for index in 0..<objectCount {
+                let offset = try Self.integer(bytes, at: tableOffset + index * offsetSize, size: offsetSize, limit: trailer)
+                guard offset >= 8, offset < tableOffset else { throw Refusal("object offset out of range") }
+                offsets.append(offset)
+            }
+            cache = Array(repeating: nil, count: objectCount)
+            onPath = Array(repeating: false, count: objectCount)
+        }
+
+        /// Object number `index`, built once.
+        mutating func object(_ index: Int, depth: Int) throws -> Any {
+            guard index < offsets.count else { throw Refusal("reference out of range") }
+            if let cached = cache[index] { return cached }
+            guard !onPath[index] else { throw Refusal("cycle") }
+            guard depth < maximumDepth else { throw Refusal("nested too deeply") }
+            onPath[index] = true
+            defer { onPath[index] = false }
+            let value = try decode(at: offsets[index], depth: depth)
+            cache[index] = value
+            return value
+        }
+
+        private mutating func decode(at offset: Int, depth: Int) throws -> Any {
+            let marker = bytes[offset]
+            let low = Int(marker & 0x0F)
+            var cursor = offset + 1
+            let end = tableOffset
+
+            func length() throws -> Int {
+                guard low == 0x0F else { return low }
+                guard cursor < end, bytes[cursor] >> 4 == 0x1 else { throw Refusal("bad length") }
+                let size = 1 << Int(bytes[cursor] & 0x0F)
+                guard size <= 8 else { throw Refusal("bad length size") }
+                let value = try Self.integer(bytes, at: cursor + 1, size: size, limit: end)
+                cursor += 1 + size
+                return value
+            }
+            func take(_ count: Int) throws -> ArraySlice<UInt8> {
+                guard count >= 0, count <= end - cursor else { throw Refusal("object runs past the table") }
+                defer { cursor += count }
+                return bytes[cursor..<cursor + count]
+            }
+
+            switch marker >> 4 {
+            case 0x0:
+                switch low {
+                case 0x00: return NSNull()
+                case 0x08: return false
+                case 0x09: return true
+                default: throw Refusal("unknown marker")
+                }
+            case 0x1:
+                guard low <= 4 else { throw Refusal("integer too wide") }
+                return try Self.signedInteger(take(1 << low))
+            case 0x2:
+                guard low == 2 || low == 3 else { throw Refusal("bad real") }
+                let raw = try take(1 << low).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                return low == 2 ? Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw))) : Double(bitPattern: raw)
+            case 0x3:
+                guard low == 3 else { throw Refusal("bad date") }
+                let raw = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                let seconds = Double(bitPattern: raw)
+                guard seconds.isFinite else { throw Refusal("bad date") }
+                return Date(timeIntervalSinceReferenceDate: seconds)
+            case 0x4:
+                return Data(try take(try length()))
+            case 0x5:
+                return String(decoding: try take(try length()), as: UTF8.self)
+            case 0x6:
+                let count = try length()
+                guard count <= (end - cursor) / 2 else { throw Refusal("string runs past the table") }
+                let raw = try take(count * 2)
+                let units = stride(from: raw.startIndex, to: raw.endIndex, by: 2).map { UInt16(raw[$0]) << 8 | UInt16(raw[$0 + 1]) }
+                return String(decoding: units, as: UTF16.self)
+            case 0x8:
+                let value = try take(low + 1).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                guard value <= UInt64(Int32.max) else { throw Refusal("UID too large") }
+                return ["CF$UID": Int(value)]
+            case 0xA:
+                let references = try referenceList(count: try length(), cursor: &cursor)
+                return try references.map { try object($0, depth: depth + 1) }
+            case 0xD:
+                let count = try length()
+                let references = try referenceList(count: count * 2, cursor: &cursor)
+                var dictionary: [String: Any] = [:]
+                dictionary.reserveCapacity(count)
+                for index in 0..<count {
+                    guard let key = try object(references[index], depth: depth + 1) as? String else {
+                        throw Refusal("a dictionary key that is not a string")
+                    }
+                    dictionary[key] = try object(references[count + index], depth: depth + 1)
+                }
+                return dictionary
+            case 0xC:
+                // Foundation on Linux crashes bridging some sets; response bodies have no use for them.
+                throw Refusal("sets are not accepted")
+            default:
+                throw Refusal("unknown marker")
+            }
+        }
+
+        private func referenceList(count: Int, cursor: inout Int) throws -> [Int] {
+            guard count >= 0, count <= (tableOffset - cursor) / referenceSize else {
+                throw Refusal("collection runs past the table")
+            }
+            let start = cursor
+            cursor += count * referenceSize
+            return try (0..<count).map { index in
+                try Self.integer(bytes, at: start + index * referenceSize, size: referenceSize, limit: tableOffset)
+            }
+        }
+
+        /// A big-endian unsigned integer of `size` bytes at `offset`, ending by `limit`, at most `Int32.max`.
+        static func integer(_ bytes: [UInt8], at offset: Int, size: Int, limit: Int) throws -> Int {
+            guard offset >= 0, size >= 1, size <= 8, offset <= limit - size else { throw Refusal("integer out of range") }
+            var value: UInt64 = 0
+            for index in 0..<size { value = value << 8 | UInt64(bytes[offset + index]) }
+            guard value <= UInt64(Int32.max) else { throw Refusal("value too large") }
+            return Int(value)
+        }
+
+        /// An integer object: 1, 2 and 4 bytes unsigned, 8 bytes signed, 16 bytes when it fits in `Int`.
+        static func signedInteger(_ raw: ArraySlice<UInt8>) throws -> Int {
+            if raw.count == 16 {
+                guard raw.prefix(8).allSatisfy({ $0 == 0 }) else { throw Refusal("integer too large") }
+                let value = raw.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+                guard value <= UInt64(Int.max) else { throw Refusal("integer too large") }
+                return Int(value)
+            }
+            let value = raw.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+            return raw.count == 8 ? Int(Int64(bitPattern: value)) : Int(value)
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Sends parameters as a property-list body (`Content-Type: application/x-plist` unless the request sets one).
+///
+/// Methods in ``HTTPRequestSerializer/httpMethodsEncodingParametersInURI`` still put the parameters in the query.
+open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
+    // @unchecked Sendable: the options are guarded by `options`.
+    private struct Options {
+        var format: PropertyListSerialization.PropertyListFormat = .xml
+        var writeOptions: PropertyListSerialization.WriteOptions = 0
+    }
+
+    private let options = Protected(Options())
+
+    /// Creates a serializer writing XML property lists.
+    public override init() {
+        super.init()
+    }
+
+    /// Creates a serializer with the given format and write options.
+    public convenience init(format: PropertyListSerialization.PropertyListFormat,
+                            writeOptions: PropertyListSerialization.WriteOptions) {
+        self.init()
+        self.format = format
+        self.writeOptions = writeOptions
+    }
+
+    /// The format of the body: `.xml` (default) or `.binary`.
+    public var format: PropertyListSerialization.PropertyListFormat {
+        get { options.read { $0.format } }
+        set { options.write { $0.format = newValue } }
+    }
+
+    /// Options for `PropertyListSerialization` when writing.
+    public var writeOptions: PropertyListSerialization.WriteOptions {
+        get { options.read { $0.writeOptions } }
+        set { options.write { $0.writeOptions = newValue } }
+    }
+
+    /// Encodes `parameters` as a property list into the body, or into the query for URI methods.
+    ///
+    /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` cannot be
+    ///   written as a property list (a null value, say).
+    open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+        -> URLRequest
+    {
+        if encodesParametersInURI(request.httpMethod) {
+            return try super.request(bySerializingRequest: request, withParameters: parameters)
+        }
+        var request = request
+        applyDefaultHeaders(to: &request)
+        guard let original = parameters else { return request }
+        let parameters = try Self.propertyListValue(original)
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue("application/x-plist", forHTTPHeaderField: "Content-Type")
+        }
+        let (format, writeOptions) = options.read { ($0.format, $0.writeOptions) }
+        guard PropertyListSerialization.propertyList(parameters, isValidFor: format) else {
+            throw SessionKitError.requestSerialization(
+                .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
+        }
+        do {
+            request.httpBody = try PropertyListSerialization.data(
+                fromPropertyList: parameters, format: format, options: writeOptions)
+        } catch {
+            throw SessionKitError.requestSerialization(
+                .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
+        }
+        return request
+    }
+}
