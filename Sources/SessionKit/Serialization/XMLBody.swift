@@ -2,11 +2,14 @@ import Foundation
 
 /// Prepares an XML body for `XMLParser`.
 ///
-/// `XMLParser` on Linux stops the process when libxml2 hands it an element or attribute name that is not valid
-/// UTF-8, which a body with broken bytes and a broken encoding declaration makes it do (found by `make fuzz`, input
-/// kept in `Fuzz/regressions/plist/`). So the parser only ever sees UTF-8: a body that is valid UTF-8 goes through
-/// unchanged; one in another encoding it declares (`ISO-8859-1`, `UTF-16` with a byte-order mark, …) is converted,
-/// its declaration rewritten; anything else is refused.
+/// `XMLParser` on Linux stops the process on inputs that libxml2 accepts (both found by `make fuzz`, inputs kept
+/// in `Fuzz/regressions/plist/`): an element name that is not valid UTF-8, which a broken encoding declaration
+/// lets through, and a processing instruction without data (`<?x?>`, a null pointer read). Its handlers for
+/// declarations inside a DTD read optional C strings the same way. So the parser only ever sees UTF-8 without
+/// those constructs: a body that is valid UTF-8 goes through unchanged; one in another encoding it declares
+/// (`ISO-8859-1`, `UTF-16` with a byte-order mark, …) is converted, its declaration rewritten; a body with an empty
+/// processing instruction or an internal DTD subset (`<!DOCTYPE x [ … ]>`) is refused, as is anything else that
+/// is not text. A `<!DOCTYPE …>` without an internal subset, as property lists carry, is fine.
 enum XMLBody {
     /// Why a body cannot be parsed as XML.
     struct Refusal: Error, CustomStringConvertible {
@@ -15,11 +18,29 @@ enum XMLBody {
 
     /// `data` as UTF-8 XML.
     static func utf8(_ data: Data) throws -> Data {
-        if String(data: data, encoding: .utf8) != nil { return data }
+        if let text = String(data: data, encoding: .utf8) {
+            try refuseUnsafeConstructs(text)
+            return data
+        }
         if let text = decodeDeclared(data) {
+            try refuseUnsafeConstructs(text)
             return Data(rewritingDeclaration(text).utf8)
         }
         throw Refusal(description: "the XML body is neither UTF-8 nor in the encoding it declares")
+    }
+
+    private static let emptyProcessingInstruction = try? NSRegularExpression(pattern: "<\\?[^?>\\s]*\\s*\\?>")
+    private static let internalSubset = try? NSRegularExpression(pattern: "<!DOCTYPE[^>\\[]*\\[", options: [.caseInsensitive])
+
+    /// Throws for the constructs `XMLParser` crashes on.
+    private static func refuseUnsafeConstructs(_ text: String) throws {
+        let range = NSRange(text.startIndex..., in: text)
+        if emptyProcessingInstruction?.firstMatch(in: text, range: range) != nil {
+            throw Refusal(description: "the XML body holds a processing instruction without data")
+        }
+        if internalSubset?.firstMatch(in: text, range: range) != nil {
+            throw Refusal(description: "the XML body holds an internal DTD subset")
+        }
     }
 
     /// The text of `data` in the encoding its byte-order mark or declaration names.

@@ -70,6 +70,20 @@ final class HTTPRequestSerializerTests: XCTestCase {
         XCTAssertTrue(agent.hasSuffix("SessionKit/\(SessionKitVersion.current)"), agent)
     }
 
+    func testAcceptLanguageHasFallingQValues() throws {
+        guard let header = serializer.value(forHTTPHeaderField: "Accept-Language") else {
+            XCTAssertTrue(Locale.preferredLanguages.isEmpty, "a preferred language must give the header")
+            return
+        }
+        let entries = header.components(separatedBy: ", ")
+        XCTAssertLessThanOrEqual(entries.count, 6)
+        for (index, entry) in entries.enumerated() {
+            let q = index == 0 ? "1" : String(format: "%.1f", 1 - Double(index) * 0.1)
+            XCTAssertTrue(entry.hasSuffix(";q=\(q)"), header)
+        }
+        XCTAssertEqual(entries.first, Locale.preferredLanguages.first.map { "\($0);q=1" })
+    }
+
     func testBasicAuthorization() {
         serializer.setAuthorizationHeaderField(username: "user", password: "pass")
         XCTAssertEqual(serializer.value(forHTTPHeaderField: "authorization"), "Basic dXNlcjpwYXNz")

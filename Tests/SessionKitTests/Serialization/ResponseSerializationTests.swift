@@ -113,6 +113,39 @@ final class ResponseSerializerKindsTests: XCTestCase {
         XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "application/json"), data: xml))
     }
 
+    func testXMLInADeclaredEncodingIsConvertedAndBrokenBytesAreRefused() throws {
+        let latin1 = Data("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><a>caf\u{e9}</a>".data(using: .isoLatin1)!)
+        let parser = try XCTUnwrap(XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: latin1) as? XMLParser)
+        final class Text: NSObject, XMLParserDelegate {
+            var text = ""
+            func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
+        }
+        let delegate = Text()
+        parser.delegate = delegate
+        XCTAssertTrue(parser.parse())
+        XCTAssertEqual(delegate.text, "caf\u{e9}")
+        // Found by the fuzzer: a broken declaration and a name that is not UTF-8 crash XMLParser on Linux.
+        let broken = Data("<?xml version=\"1.0\" encoding=\\UTF-8\"?><plist><array><".utf8) + Data([0xE2]) + Data("nteger>1</integer></array></plist>".utf8)
+        XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: broken)) {
+            XCTAssertEqual(($0 as NSError).code, URLError.cannotDecodeContentData.rawValue)
+        }
+    }
+
+    func testXMLConstructsThatCrashXMLParserAreRefused() throws {
+        let cases = [
+            "<?xml version=\"1.0\"?><a><?x?></a>",                      // a processing instruction without data
+            "<?x?><a/>",
+            "<!DOCTYPE a [<!NOTATION n SYSTEM \"x\">]><a/>",             // an internal DTD subset
+        ]
+        for text in cases {
+            XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: Data(text.utf8)), text)
+        }
+        let plistDoctype = "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\"><plist><true/></plist>"
+        XCTAssertEqual(try PropertyListResponseSerializer().responseObject(for: response(200, "application/x-plist"), data: Data(plistDoctype.utf8)) as? Bool, true)
+        let stylesheet = "<?xml version=\"1.0\"?><?xml-stylesheet href=\"s.xsl\"?><rss/>"
+        XCTAssertNotNil(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: Data(stylesheet.utf8)))
+    }
+
     func testPropertyListSerializerReadsXMLAndBinary() throws {
         let value: [String: Any] = ["a": [1, 2], "b": "text"]
         for format in [PropertyListSerialization.PropertyListFormat.xml, .binary] {
