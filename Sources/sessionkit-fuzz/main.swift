@@ -29,8 +29,10 @@ let status: Int32 = cStrings.withUnsafeMutableBufferPointer { buffer in
 }
 if status != -1 { exit(status) }
 
-// Not a fuzzer build: replay every file named (folders are walked).
+// Not a fuzzer build: replay every file named (folders are walked), `-runs=N` times over.
 var replayed = 0
+let rounds = driverArguments.first { $0.hasPrefix("-runs=") }.flatMap { Int($0.dropFirst(6)) } ?? 1
+for _ in 0..<max(1, rounds) {
 for path in driverArguments.dropFirst() where !path.hasPrefix("-") {
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
@@ -44,4 +46,7 @@ for path in driverArguments.dropFirst() where !path.hasPrefix("-") {
         }
     }
 }
-print("sessionkit-fuzz \(target.rawValue): replayed \(replayed) inputs without a crash (not a fuzzer build)")
+}
+let procStatus = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+let peak = procStatus.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map { $0.dropFirst(6).trimmingCharacters(in: .whitespaces) } ?? "?"
+print("sessionkit-fuzz \(target.rawValue): replayed \(replayed) inputs without a crash, peak RSS \(peak) (not a fuzzer build)")
