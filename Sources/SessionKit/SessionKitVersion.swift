@@ -1,5 +1,5 @@
-import CCurl
-import COpenSSL
+internal import CCurl
+internal import COpenSSL
 import Foundation
 
 /// The versions of SessionKit and of the C libraries it runs on.

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <openssl/err.h>
 #include <openssl/bio.h>
+#include <openssl/hmac.h>
 
 /// The OpenSSL version string, e.g. "OpenSSL 3.0.19 27 Jan 2026".
 const char *sk_openssl_version_string(void);

@@ -46,6 +46,39 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     /// What a verb's failure closure gets: the task (nil when the request could not be built) and the error.
     public typealias Failure = (URLSessionDataTask?, Error) -> Void
 
+    // MARK: - NSSecureCoding and NSCopying
+
+    /// Restores a manager from an archive: what ``URLSessionManager`` archives, plus the base URL and the request
+    /// serializer.
+    public required convenience init?(coder: NSCoder) {
+        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else { return nil }
+        var baseURL: URL?
+        if let object = coder.object("baseURL") {
+            guard let url = object as? URL, url.scheme != nil else { return nil }
+            baseURL = url
+        }
+        self.init(baseURL: baseURL, sessionConfiguration: configuration)
+        guard restoreArchivedSettings(from: coder),
+              let serializer = coder.object("requestSerializer") as? HTTPRequestSerializer
+        else { return nil }
+        requestSerializer = serializer
+    }
+
+    /// Archives what ``URLSessionManager`` archives, plus the base URL and the request serializer.
+    open override func encode(with coder: NSCoder) {
+        super.encode(with: coder)
+        if let baseURL { coder.encode(baseURL.absoluteURL as NSURL, forKey: "baseURL") }
+        coder.encode(requestSerializer, forKey: "requestSerializer")
+    }
+
+    /// An independent manager with its own session, the same base URL and copies of its serializers.
+    open override func copy(with zone: NSZone? = nil) -> Any {
+        let copy = HTTPSessionManager(baseURL: baseURL, sessionConfiguration: Self.copied(sessionConfiguration))
+        copyArchivedSettings(to: copy)
+        copy.requestSerializer = requestSerializer.copy(with: zone) as? HTTPRequestSerializer ?? requestSerializer
+        return copy
+    }
+
     /// Builds the requests of the verb methods. Default ``HTTPRequestSerializer``.
     open var requestSerializer: HTTPRequestSerializer {
         get { requestSerializerStorage.wrappedValue }

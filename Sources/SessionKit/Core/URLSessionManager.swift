@@ -24,7 +24,7 @@ import FoundationNetworking
 /// ``taskWillPerformHTTPRedirection``, …). Invalidate the session with
 /// ``invalidateSessionCancelingTasks(_:resetSession:)``; a manager that is released finishes its running tasks
 /// and then lets its session go.
-open class URLSessionManager: NSObject, @unchecked Sendable {
+open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable {
     // @unchecked Sendable: mutable state lives in `Protected` boxes (`sessionState`, `settings`, `overrides`)
     // and in the thread-safe `TaskRegistry`.
 
@@ -70,6 +70,103 @@ open class URLSessionManager: NSObject, @unchecked Sendable {
         self.operationQueue = queue
         super.init()
         _ = session
+    }
+
+    // MARK: - NSSecureCoding and NSCopying
+
+    /// Archives use secure coding.
+    public class var supportsSecureCoding: Bool { true }
+
+    /// Restores a manager from an archive (see ``SecureArchive``): its session configuration's fields, its
+    /// response serializer and its transport. Closures, queues and running tasks are not archived.
+    public required convenience init?(coder: NSCoder) {
+        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else { return nil }
+        self.init(sessionConfiguration: configuration)
+        guard restoreArchivedSettings(from: coder) else { return nil }
+    }
+
+    /// Archives the session configuration's fields (one by one: `URLSessionConfiguration` is not `NSCoding` on
+    /// Linux), the response serializer when it is archivable, and the transport.
+    open func encode(with coder: NSCoder) {
+        coder.encodeArchiveVersion()
+        Self.encode(sessionConfiguration, to: coder)
+        if let serializer = responseSerializer as? NSObject & NSSecureCoding {
+            coder.encode(serializer, forKey: "responseSerializer")
+        }
+        coder.encode(transport.rawValue as NSString, forKey: "transport")
+    }
+
+    /// An independent manager with its own session, an equal configuration and copies of its serializers.
+    /// Closures are not copied, as in AFNetworking.
+    open func copy(with zone: NSZone? = nil) -> Any {
+        let copy = URLSessionManager(sessionConfiguration: Self.copied(sessionConfiguration))
+        copyArchivedSettings(to: copy)
+        return copy
+    }
+
+    /// Reads the response serializer and transport of an archive into this manager.
+    func restoreArchivedSettings(from coder: NSCoder) -> Bool {
+        if let object = coder.object("responseSerializer") {
+            guard let serializer = object as? URLResponseSerialization else { return false }
+            responseSerializer = serializer
+        }
+        guard let name = coder.string("transport"), let transport = Transport(rawValue: name) else { return false }
+        self.transport = transport
+        return true
+    }
+
+    /// Gives `copy` copies of this manager's serializer and its transport.
+    func copyArchivedSettings(to copy: URLSessionManager) {
+        let serializer = responseSerializer
+        copy.responseSerializer = ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
+        copy.transport = transport
+    }
+
+    static func copied(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
+        configuration.copy() as? URLSessionConfiguration ?? configuration
+    }
+
+    /// Writes the configuration fields SessionKit archives.
+    static func encode(_ configuration: URLSessionConfiguration, to coder: NSCoder) {
+        coder.encode(NSNumber(value: configuration.timeoutIntervalForRequest), forKey: "timeoutIntervalForRequest")
+        coder.encode(NSNumber(value: configuration.timeoutIntervalForResource), forKey: "timeoutIntervalForResource")
+        var headers: [String: String] = [:]
+        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
+            if let name = name.base as? String, let value = value as? String { headers[name] = value }
+        }
+        coder.encode(headers as NSDictionary, forKey: "httpAdditionalHeaders")
+        coder.encode(NSNumber(value: configuration.requestCachePolicy.rawValue), forKey: "requestCachePolicy")
+        coder.encode(NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
+        coder.encode(NSNumber(value: configuration.httpShouldUsePipelining), forKey: "httpShouldUsePipelining")
+        coder.encode(NSNumber(value: configuration.httpShouldSetCookies), forKey: "httpShouldSetCookies")
+        coder.encode(NSNumber(value: configuration.httpCookieAcceptPolicy.rawValue), forKey: "httpCookieAcceptPolicy")
+        coder.encode(NSNumber(value: configuration.allowsCellularAccess), forKey: "allowsCellularAccess")
+    }
+
+    /// Builds a `.default` configuration with the archived fields; nil when one is missing or out of range.
+    static func decodeConfiguration(from coder: NSCoder) -> URLSessionConfiguration? {
+        guard let requestTimeout = coder.number("timeoutIntervalForRequest")?.doubleValue,
+              let resourceTimeout = coder.number("timeoutIntervalForResource")?.doubleValue,
+              requestTimeout.isFinite, requestTimeout > 0, resourceTimeout.isFinite, resourceTimeout > 0,
+              let headers = coder.stringDictionary("httpAdditionalHeaders"),
+              let cachePolicy = coder.number("requestCachePolicy").flatMap({ URLRequest.CachePolicy(rawValue: $0.uintValue) }),
+              let connections = coder.number("httpMaximumConnectionsPerHost")?.intValue, connections > 0,
+              let pipelining = coder.number("httpShouldUsePipelining")?.boolValue,
+              let setCookies = coder.number("httpShouldSetCookies")?.boolValue,
+              let acceptPolicy = coder.number("httpCookieAcceptPolicy").flatMap({ HTTPCookie.AcceptPolicy(rawValue: $0.uintValue) }),
+              let cellular = coder.number("allowsCellularAccess")?.boolValue
+        else { return nil }
+        let configuration = URLSessionConfiguration.default
+        configuration.timeoutIntervalForRequest = requestTimeout
+        configuration.timeoutIntervalForResource = resourceTimeout
+        configuration.httpAdditionalHeaders = headers.isEmpty ? nil : headers
+        configuration.requestCachePolicy = cachePolicy
+        configuration.httpMaximumConnectionsPerHost = connections
+        configuration.httpShouldUsePipelining = pipelining
+        configuration.httpShouldSetCookies = setCookies
+        configuration.httpCookieAcceptPolicy = acceptPolicy
+        configuration.allowsCellularAccess = cellular
+        return configuration
     }
 
     deinit {

@@ -19,10 +19,18 @@ enum BinaryPropertyListReader {
         data.starts(with: Array("bplist".utf8))
     }
 
+    /// A UID (a reference between the objects of a keyed archive), kept apart from dictionaries when asked.
+    struct UID: Equatable {
+        let value: Int
+    }
+
     /// The top object of `data`.
+    ///
+    /// - Parameter uidsAsDictionaries: Return UIDs as `["CF$UID": n]` (for response bodies) rather than ``UID``.
     /// - Throws: ``PropertyListReader/Refusal`` saying what is wrong.
-    static func read(_ data: Data) throws -> Any {
+    static func read(_ data: Data, uidsAsDictionaries: Bool = true) throws -> Any {
         var reader = try Reader([UInt8](data))
+        reader.uidsAsDictionaries = uidsAsDictionaries
         return try reader.object(reader.topObject, depth: 0)
     }
 
@@ -36,6 +44,7 @@ enum BinaryPropertyListReader {
         var offsets: [Int] = []
         var cache: [Any?]
         var onPath: [Bool]
+        var uidsAsDictionaries = true
 
         init(_ bytes: [UInt8]) throws {
             self.bytes = bytes
@@ -132,7 +141,7 @@ enum BinaryPropertyListReader {
             case 0x8:
                 let value = try take(low + 1).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 guard value <= UInt64(Int32.max) else { throw Refusal("UID too large") }
-                return ["CF$UID": Int(value)]
+                return uidsAsDictionaries ? ["CF$UID": Int(value)] as [String: Any] : UID(value: Int(value))
             case 0xA:
                 let references = try referenceList(count: try length(), cursor: &cursor)
                 return try references.map { try object($0, depth: depth + 1) }

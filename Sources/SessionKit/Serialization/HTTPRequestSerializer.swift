@@ -17,7 +17,7 @@ import FoundationNetworking
 ///                                      parameters: ["q": "swift", "page": 2])
 /// // http://127.0.0.1:8080/get?page=2&q=swift
 /// ```
-open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked Sendable {
+open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCoding, NSCopying, @unchecked Sendable {
     // @unchecked Sendable: every stored property below is guarded by `state`.
 
     /// Configuration shared by every request this serializer builds.
@@ -38,11 +38,66 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, @unchecked 
     let state = Protected(State())
 
     /// Creates a serializer with the default `Accept-Language` and `User-Agent` headers.
-    public override init() {
+    public required override init() {
         super.init()
         let languages = Self.acceptLanguageHeader()
         if !languages.isEmpty { setValue(languages, forHTTPHeaderField: "Accept-Language") }
         setValue(Self.defaultUserAgent, forHTTPHeaderField: "User-Agent")
+    }
+
+    // MARK: - NSSecureCoding and NSCopying
+
+    /// Archives use secure coding.
+    public class var supportsSecureCoding: Bool { true }
+
+    /// Restores the headers (in order), string encoding, request properties that were set, and the methods that
+    /// encode parameters in the URI. The query-string closure is not archived.
+    public required init?(coder: NSCoder) {
+        super.init()
+        guard coder.decodeArchiveVersion(),
+              let names = coder.strings("headerNames"), let values = coder.strings("headerValues"), names.count == values.count,
+              let encoding = coder.number("stringEncoding"), let methods = coder.strings("methodsEncodingParametersInURI")
+        else { return nil }
+        var state = State()
+        state.stringEncoding = String.Encoding(rawValue: encoding.uintValue)
+        for (name, value) in zip(names, values) where state.headers[name] == nil {
+            state.headers[name] = value
+            state.headerOrder.append(name)
+        }
+        state.methodsEncodingParametersInURI = Set(methods.map { $0.uppercased() })
+        state.timeoutInterval = coder.number("timeoutInterval")?.doubleValue
+        state.cachePolicy = coder.number("cachePolicy").flatMap { URLRequest.CachePolicy(rawValue: $0.uintValue) }
+        state.httpShouldHandleCookies = coder.number("httpShouldHandleCookies")?.boolValue
+        state.allowsCellularAccess = coder.number("allowsCellularAccess")?.boolValue
+        state.httpShouldUsePipelining = coder.number("httpShouldUsePipelining")?.boolValue
+        state.networkServiceType = coder.number("networkServiceType").flatMap { URLRequest.NetworkServiceType(rawValue: $0.uintValue) }
+        self.state.wrappedValue = state
+    }
+
+    /// Archives the configuration (not the query-string closure).
+    open func encode(with coder: NSCoder) {
+        coder.encodeArchiveVersion()
+        let state = self.state.wrappedValue
+        coder.encode(state.headerOrder as NSArray, forKey: "headerNames")
+        coder.encode(state.headerOrder.map { state.headers[$0] ?? "" } as NSArray, forKey: "headerValues")
+        coder.encode(NSNumber(value: state.stringEncoding.rawValue), forKey: "stringEncoding")
+        coder.encode(state.methodsEncodingParametersInURI.sorted() as NSArray, forKey: "methodsEncodingParametersInURI")
+        coder.encodeIfPresent(state.timeoutInterval.map { NSNumber(value: $0) }, forKey: "timeoutInterval")
+        coder.encodeIfPresent(state.cachePolicy.map { NSNumber(value: $0.rawValue) }, forKey: "cachePolicy")
+        coder.encodeIfPresent(state.httpShouldHandleCookies.map { NSNumber(value: $0) }, forKey: "httpShouldHandleCookies")
+        coder.encodeIfPresent(state.allowsCellularAccess.map { NSNumber(value: $0) }, forKey: "allowsCellularAccess")
+        coder.encodeIfPresent(state.httpShouldUsePipelining.map { NSNumber(value: $0) }, forKey: "httpShouldUsePipelining")
+        coder.encodeIfPresent(state.networkServiceType.map { NSNumber(value: $0.rawValue) }, forKey: "networkServiceType")
+    }
+
+    /// An independent serializer of the same class with the same configuration; as in AFNetworking, the
+    /// query-string closure is not copied.
+    open func copy(with zone: NSZone? = nil) -> Any {
+        let copy = type(of: self).init()
+        var state = self.state.wrappedValue
+        state.queryStringSerialization = nil
+        copy.state.wrappedValue = state
+        return copy
     }
 
     // MARK: - Request properties (applied only when set)

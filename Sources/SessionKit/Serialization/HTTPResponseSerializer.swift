@@ -7,7 +7,7 @@ import FoundationNetworking
 /// Validates the status code and content type of HTTP responses and returns the body as `Data`.
 ///
 /// Subclasses decode the body after calling ``validate(response:data:)``.
-open class HTTPResponseSerializer: NSObject, URLResponseSerialization, @unchecked Sendable {
+open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureCoding, NSCopying, @unchecked Sendable {
     // @unchecked Sendable: the acceptable sets are guarded by `settings`.
     private struct Settings {
         var acceptableStatusCodes: IndexSet? = IndexSet(integersIn: 200..<300)
@@ -17,8 +17,52 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, @unchecke
     private let settings = Protected(Settings())
 
     /// Creates a serializer that accepts statuses 200–299 and any content type.
-    public override init() {
+    public required override init() {
         super.init()
+    }
+
+    // MARK: - NSSecureCoding and NSCopying
+
+    /// Archives use secure coding.
+    public class var supportsSecureCoding: Bool { true }
+
+    /// Restores the acceptable status codes and content types of an archive (see ``SecureArchive``).
+    public required init?(coder: NSCoder) {
+        super.init()
+        guard coder.decodeArchiveVersion() else { return nil }
+        var settings = Settings(acceptableStatusCodes: nil, acceptableContentTypes: nil)
+        if let bounds = coder.object("acceptableStatusCodes") as? [Any] {
+            // Ranges as a flat list of bounds: lower, upper, lower, upper, …
+            guard bounds.count % 2 == 0, bounds.count <= 2_000 else { return nil }
+            var codes = IndexSet()
+            for index in stride(from: 0, to: bounds.count, by: 2) {
+                guard let lower = (bounds[index] as? NSNumber)?.intValue, let upper = (bounds[index + 1] as? NSNumber)?.intValue,
+                      lower >= 0, lower < upper, upper <= 10_000
+                else { return nil }
+                codes.insert(integersIn: lower..<upper)
+            }
+            settings.acceptableStatusCodes = codes
+        }
+        if let types = coder.strings("acceptableContentTypes") { settings.acceptableContentTypes = Set(types) }
+        self.settings.wrappedValue = settings
+    }
+
+    /// Archives the acceptable status codes (as ranges) and content types.
+    open func encode(with coder: NSCoder) {
+        coder.encodeArchiveVersion()
+        let (codes, types) = settings.read { ($0.acceptableStatusCodes, $0.acceptableContentTypes) }
+        if let codes {
+            let bounds = codes.rangeView.flatMap { [NSNumber(value: $0.lowerBound), NSNumber(value: $0.upperBound)] }
+            coder.encode(bounds as NSArray, forKey: "acceptableStatusCodes")
+        }
+        if let types { coder.encode(types.sorted() as NSArray, forKey: "acceptableContentTypes") }
+    }
+
+    /// An independent serializer of the same class with the same configuration.
+    open func copy(with zone: NSZone? = nil) -> Any {
+        let copy = type(of: self).init()
+        copy.settings.wrappedValue = settings.wrappedValue
+        return copy
     }
 
     /// The statuses that pass validation; nil accepts all. Default 200–299.

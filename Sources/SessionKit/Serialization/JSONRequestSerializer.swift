@@ -18,8 +18,28 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
     }
 
     /// Creates a serializer with the default headers and no writing options.
-    public override init() {
+    public required init() {
         super.init()
+    }
+
+    /// Restores the configuration and writing options of an archive.
+    public required init?(coder: NSCoder) {
+        super.init(coder: coder)
+        guard let options = coder.number("writingOptions") else { return nil }
+        writingOptionsStorage.wrappedValue = JSONSerialization.WritingOptions(rawValue: options.uintValue)
+    }
+
+    /// Archives the configuration and writing options.
+    open override func encode(with coder: NSCoder) {
+        super.encode(with: coder)
+        coder.encode(NSNumber(value: writingOptions.rawValue), forKey: "writingOptions")
+    }
+
+    /// An independent serializer with the same configuration.
+    open override func copy(with zone: NSZone? = nil) -> Any {
+        let copy = super.copy(with: zone)
+        (copy as? JSONRequestSerializer)?.writingOptions = writingOptions
+        return copy
     }
 
     /// Encodes `parameters` as JSON into the body, or into the query for URI methods.

@@ -19,9 +19,34 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     private let options = Protected(Options())
 
     /// Creates a serializer for the JSON content types.
-    public override init() {
+    public required init() {
         super.init()
         acceptableContentTypes = ["application/json", "text/json", "text/javascript"]
+    }
+
+    /// Restores the validation rules, reading options and null removal of an archive.
+    public required init?(coder: NSCoder) {
+        super.init(coder: coder)
+        guard let reading = coder.number("readingOptions"), let removes = coder.number("removesKeysWithNullValues") else {
+            return nil
+        }
+        options.wrappedValue = Options(readingOptions: JSONSerialization.ReadingOptions(rawValue: reading.uintValue),
+                                       removesKeysWithNullValues: removes.boolValue)
+    }
+
+    /// Archives the validation rules, reading options and null removal.
+    open override func encode(with coder: NSCoder) {
+        super.encode(with: coder)
+        let options = self.options.wrappedValue
+        coder.encode(NSNumber(value: options.readingOptions.rawValue), forKey: "readingOptions")
+        coder.encode(NSNumber(value: options.removesKeysWithNullValues), forKey: "removesKeysWithNullValues")
+    }
+
+    /// An independent serializer with the same configuration.
+    open override func copy(with zone: NSZone? = nil) -> Any {
+        let copy = super.copy(with: zone)
+        (copy as? JSONResponseSerializer)?.options.wrappedValue = options.wrappedValue
+        return copy
     }
 
     /// Creates a serializer with the given reading options.

@@ -17,8 +17,32 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     private let options = Protected(Options())
 
     /// Creates a serializer writing XML property lists.
-    public override init() {
+    public required init() {
         super.init()
+    }
+
+    /// Restores the configuration, format and write options of an archive.
+    public required init?(coder: NSCoder) {
+        super.init(coder: coder)
+        guard let format = coder.number("format").flatMap({ PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue) }),
+              let write = coder.number("writeOptions")
+        else { return nil }
+        options.wrappedValue = Options(format: format, writeOptions: write.intValue)
+    }
+
+    /// Archives the configuration, format and write options.
+    open override func encode(with coder: NSCoder) {
+        super.encode(with: coder)
+        let options = self.options.wrappedValue
+        coder.encode(NSNumber(value: options.format.rawValue), forKey: "format")
+        coder.encode(NSNumber(value: options.writeOptions), forKey: "writeOptions")
+    }
+
+    /// An independent serializer with the same configuration.
+    open override func copy(with zone: NSZone? = nil) -> Any {
+        let copy = super.copy(with: zone)
+        (copy as? PropertyListRequestSerializer)?.options.wrappedValue = options.wrappedValue
+        return copy
     }
 
     /// Creates a serializer with the given format and write options.

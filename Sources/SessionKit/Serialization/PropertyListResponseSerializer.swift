@@ -23,9 +23,33 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
     private let options = Protected(Options())
 
     /// Creates a serializer for `application/x-plist`.
-    public override init() {
+    public required init() {
         super.init()
         acceptableContentTypes = ["application/x-plist"]
+    }
+
+    /// Restores the validation rules, format and read options of an archive.
+    public required init?(coder: NSCoder) {
+        super.init(coder: coder)
+        guard let format = coder.number("format").flatMap({ PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue) }),
+              let read = coder.number("readOptions")
+        else { return nil }
+        options.wrappedValue = Options(format: format, readOptions: PropertyListSerialization.ReadOptions(rawValue: read.uintValue))
+    }
+
+    /// Archives the validation rules, format and read options.
+    open override func encode(with coder: NSCoder) {
+        super.encode(with: coder)
+        let options = self.options.wrappedValue
+        coder.encode(NSNumber(value: options.format.rawValue), forKey: "format")
+        coder.encode(NSNumber(value: options.readOptions.rawValue), forKey: "readOptions")
+    }
+
+    /// An independent serializer with the same configuration.
+    open override func copy(with zone: NSZone? = nil) -> Any {
+        let copy = super.copy(with: zone)
+        (copy as? PropertyListResponseSerializer)?.options.wrappedValue = options.wrappedValue
+        return copy
     }
 
     /// Creates a serializer with the given format and read options.

@@ -24,9 +24,14 @@ open class XMLParserResponseSerializer: HTTPResponseSerializer, @unchecked Senda
     // @unchecked Sendable: no state beyond the superclass's, which guards its own.
 
     /// Creates a serializer for the XML content types.
-    public override init() {
+    public required init() {
         super.init()
         acceptableContentTypes = ["application/xml", "text/xml"]
+    }
+
+    /// Restores the validation rules of an archive.
+    public required init?(coder: NSCoder) {
+        super.init(coder: coder)
     }
 
     /// Validates the response and returns an `XMLParser` over the body (nil for an empty body).
