@@ -4,7 +4,7 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
 DOCS_DIR ?= .build-docs
 
-FUZZ_TARGETS ?= http json xml plist compound decodable
+FUZZ_TARGETS ?= http json xml plist compound decodable archive
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 

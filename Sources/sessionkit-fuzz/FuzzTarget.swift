@@ -11,7 +11,7 @@ import FoundationXML
 /// The parsers the fuzzer drives. Each input is split into a status code, a content type and a body, so that
 /// validation and decoding both see hostile values.
 enum FuzzTarget: String, CaseIterable {
-    case http, json, xml, plist, compound, decodable
+    case http, json, xml, plist, compound, decodable, archive
 
     /// The target of this process (set once from the command line, before fuzzing starts).
     nonisolated(unsafe) static var selected: FuzzTarget = .json
@@ -23,8 +23,35 @@ enum FuzzTarget: String, CaseIterable {
 
     private static let url = URL(string: "http://127.0.0.1/fuzz") ?? URL(fileURLWithPath: "/")
 
+    /// The archivable classes, picked by the first byte of an `archive` input.
+    static let archiveDecoders: [(NSObject & NSSecureCoding, (Data) throws -> Any)] = [
+        (HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1/v1")), { try SecureArchive.unarchive(HTTPSessionManager.self, from: $0) }),
+        (URLSessionManager(), { try SecureArchive.unarchive(URLSessionManager.self, from: $0) }),
+        (JSONRequestSerializer(), { try SecureArchive.unarchive(HTTPRequestSerializer.self, from: $0) }),
+        (PropertyListRequestSerializer(), { try SecureArchive.unarchive(PropertyListRequestSerializer.self, from: $0) }),
+        (JSONResponseSerializer(), { try SecureArchive.unarchive(HTTPResponseSerializer.self, from: $0) }),
+        (PropertyListResponseSerializer(), { try SecureArchive.unarchive(PropertyListResponseSerializer.self, from: $0) }),
+        (CompoundResponseSerializer(responseSerializers: [JSONResponseSerializer(), XMLParserResponseSerializer()]),
+         { try SecureArchive.unarchive(CompoundResponseSerializer.self, from: $0) }),
+    ]
+
+    /// Writes one seed per archivable class to `directory` (`sessionkit-fuzz --write-archive-seeds DIR`).
+    static func writeArchiveSeeds(to directory: String) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        for (index, entry) in archiveDecoders.enumerated() {
+            let data = Data([UInt8(index)]) + (try SecureArchive.archive(entry.0))
+            try data.write(to: URL(fileURLWithPath: "\(directory)/seed-\(index)"))
+        }
+    }
+
     /// Runs one input; anything but a crash, a hang or unbounded memory is fine.
     func run(_ input: Data) {
+        if self == .archive {
+            guard let selector = input.first else { return }
+            let decode = Self.archiveDecoders[Int(selector) % Self.archiveDecoders.count].1
+            _ = try? decode(Data(input.dropFirst()))
+            return
+        }
         let bytes = [UInt8](input)
         guard bytes.count >= 2 else { return }
         let status = 100 + Int(bytes[0]) * 2 % 500
@@ -64,6 +91,8 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? compound.responseObject(for: response, data: body)
         case .decodable:
             _ = try? DecodableResponseSerializer(FuzzDocument.self).responseObject(for: response, data: body)
+        case .archive:
+            break
         }
     }
 }

@@ -9,6 +9,15 @@ import SessionKit
 // suite re-runs the committed corpus.
 
 let arguments = CommandLine.arguments
+if arguments.count == 3, arguments[1] == "--write-archive-seeds" {
+    do {
+        try FuzzTarget.writeArchiveSeeds(to: arguments[2])
+        exit(0)
+    } catch {
+        FileHandle.standardError.write(Data("cannot write seeds: \(error)\n".utf8))
+        exit(1)
+    }
+}
 guard arguments.count >= 2, let target = FuzzTarget(rawValue: arguments[1]) else {
     let names = FuzzTarget.allCases.map(\.rawValue).joined(separator: ", ")
     FileHandle.standardError.write(Data("usage: sessionkit-fuzz TARGET [options] [corpus…]; targets: \(names)\n".utf8))
