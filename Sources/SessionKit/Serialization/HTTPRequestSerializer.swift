@@ -225,6 +225,28 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
 
     /// Adds the default headers and encodes `parameters` into `request`.
     open func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws -> URLRequest {
+        try queryEncodedRequest(request, parameters: parameters)
+    }
+
+    /// For body serializers: the query encoding for URI methods; otherwise the default headers, `contentType` when
+    /// there are parameters and the request has none, and the body `encode` makes of the parameters.
+    func bodyEncodedRequest(
+        _ request: URLRequest, parameters: Any?, contentType: String, encode: (Any) throws -> Data
+    ) throws -> URLRequest {
+        if encodesParametersInURI(request.httpMethod) { return try queryEncodedRequest(request, parameters: parameters) }
+        var request = request
+        applyDefaultHeaders(to: &request)
+        guard let original = parameters else { return request }
+        let value = try Self.propertyListValue(original)
+        if request.value(forHTTPHeaderField: "Content-Type") == nil {
+            request.setValue(contentType, forHTTPHeaderField: "Content-Type")
+        }
+        request.httpBody = try encode(value)
+        return request
+    }
+
+    /// AFNetworking's query and form encoding of `parameters` into `request`.
+    func queryEncodedRequest(_ request: URLRequest, parameters: Any?) throws -> URLRequest {
         var request = request
         applyDefaultHeaders(to: &request)
         let method = (request.httpMethod ?? "GET").uppercased()

@@ -109,6 +109,29 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         if let error { throw error }
     }
 
+    /// For decoding subclasses: validates the response, then returns the body to decode and the status failure, if
+    /// any (the body of a failed status is still decoded, so that the error can carry the server's document).
+    ///
+    /// - Parameter isEmpty: Which bodies count as empty; for those the status failure is thrown, or nil returned.
+    /// - Throws: A content-type failure at once (the body is not of the expected kind), or the status failure of
+    ///   an empty body.
+    func bodyToDecode(for response: URLResponse?, data: Data?, isEmpty: (Data) -> Bool = { $0.isEmpty }) throws
+        -> (body: Data, validationError: Error?)?
+    {
+        var validationError: Error?
+        do {
+            try validate(response: response as? HTTPURLResponse, data: data)
+        } catch {
+            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
+            validationError = error
+        }
+        guard let data, !isEmpty(data) else {
+            if let validationError { throw validationError }
+            return nil
+        }
+        return (data, validationError)
+    }
+
     /// Validates the response and returns the body unchanged.
     open func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
         try validate(response: response as? HTTPURLResponse, data: data)

@@ -49,26 +49,18 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
     open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
         -> URLRequest
     {
-        if encodesParametersInURI(request.httpMethod) {
-            return try super.request(bySerializingRequest: request, withParameters: parameters)
+        let options = writingOptions
+        return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/json") { value in
+            guard JSONSerialization.isValidJSONObject(value) else {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, "The `parameters` argument is not valid JSON.")
+            }
+            do {
+                return try JSONSerialization.data(withJSONObject: value, options: options)
+            } catch {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, "The `parameters` argument is not valid JSON.", underlying: error)
+            }
         }
-        var request = request
-        applyDefaultHeaders(to: &request)
-        guard let original = parameters else { return request }
-        let parameters = try Self.propertyListValue(original)
-        if request.value(forHTTPHeaderField: "Content-Type") == nil {
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        }
-        guard JSONSerialization.isValidJSONObject(parameters) else {
-            throw SessionKitError.requestSerialization(
-                .cannotDecodeContentData, "The `parameters` argument is not valid JSON.")
-        }
-        do {
-            request.httpBody = try JSONSerialization.data(withJSONObject: parameters, options: writingOptions)
-        } catch {
-            throw SessionKitError.requestSerialization(
-                .cannotDecodeContentData, "The `parameters` argument is not valid JSON.", underlying: error)
-        }
-        return request
     }
 }

@@ -72,20 +72,10 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
 
     /// Validates the response and returns the decoded JSON object (nil for an empty body).
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
-        var validationError: Error?
-        do {
-            try validate(response: response as? HTTPURLResponse, data: data)
-        } catch {
-            validationError = error
-            // A content-type failure means the body is not JSON: do not try to parse it.
-            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
-        }
-
         let statusCode = (response as? HTTPURLResponse)?.statusCode
-        guard let data, !data.isEmpty, data != Data([0x20]), statusCode != 204 else {
-            if let validationError { throw validationError }
-            return nil
-        }
+        guard let (data, validationError) = try bodyToDecode(for: response, data: data, isEmpty: { body in
+            body.isEmpty || body == Data([0x20]) || statusCode == 204
+        }) else { return nil }
 
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
         let object: Any

@@ -72,28 +72,18 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
         -> URLRequest
     {
-        if encodesParametersInURI(request.httpMethod) {
-            return try super.request(bySerializingRequest: request, withParameters: parameters)
-        }
-        var request = request
-        applyDefaultHeaders(to: &request)
-        guard let original = parameters else { return request }
-        let parameters = try Self.propertyListValue(original)
-        if request.value(forHTTPHeaderField: "Content-Type") == nil {
-            request.setValue("application/x-plist", forHTTPHeaderField: "Content-Type")
-        }
         let (format, writeOptions) = options.read { ($0.format, $0.writeOptions) }
-        guard PropertyListSerialization.propertyList(parameters, isValidFor: format) else {
-            throw SessionKitError.requestSerialization(
-                .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
+        return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/x-plist") { value in
+            guard PropertyListSerialization.propertyList(value, isValidFor: format) else {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
+            }
+            do {
+                return try PropertyListSerialization.data(fromPropertyList: value, format: format, options: writeOptions)
+            } catch {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
+            }
         }
-        do {
-            request.httpBody = try PropertyListSerialization.data(
-                fromPropertyList: parameters, format: format, options: writeOptions)
-        } catch {
-            throw SessionKitError.requestSerialization(
-                .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
-        }
-        return request
     }
 }

@@ -75,17 +75,7 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
 
     /// Validates the response and returns the decoded property list (nil for an empty body).
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
-        var validationError: Error?
-        do {
-            try validate(response: response as? HTTPURLResponse, data: data)
-        } catch {
-            validationError = error
-            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
-        }
-        guard let data, !data.isEmpty else {
-            if let validationError { throw validationError }
-            return nil
-        }
+        guard let (data, validationError) = try bodyToDecode(for: response, data: data) else { return nil }
         let object: Any
         do {
             object = try PropertyListReader.object(from: data)
