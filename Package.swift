@@ -73,6 +73,7 @@ let package = Package(
             name: "SessionKitTests",
             dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
             path: "Tests/SessionKitTests",
+            exclude: ["Fixtures"],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

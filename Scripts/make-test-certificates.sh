@@ -28,3 +28,34 @@ openssl x509 -req -in "$tmp/localhost.csr" -CA root-ca.pem -CAkey root-ca.key -C
 rm -f root-ca.srl
 cat localhost.pem root-ca.pem > localhost-chain.pem
 echo "certificates written to $out"
+
+# The set for SecurityPolicy's evaluation tests (Security/): an intermediate CA under the root, leaves under it
+# for localhost/127.0.0.1, a wrong host and a wildcard; a self-signed leaf; a second, untrusted root and a leaf
+# under it. Expiry is tested by evaluating at another date.
+cat > "$tmp/ca.ext" <<'EXT'
+basicConstraints=critical,CA:TRUE,pathlen:0
+keyUsage=critical,keyCertSign,cRLSign
+EXT
+openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=SessionKit Test Intermediate CA" -keyout intermediate-ca.key -out "$tmp/int.csr"
+openssl x509 -req -in "$tmp/int.csr" -CA root-ca.pem -CAkey root-ca.key -CAcreateserial -days 3650 -sha256 \
+  -extfile "$tmp/ca.ext" -out intermediate-ca.pem
+
+leaf() { # name, subjectAltName, issuer-prefix
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=$1" -keyout "$1.key" -out "$tmp/$1.csr"
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=%s\n' "$2" > "$tmp/$1.ext"
+  openssl x509 -req -in "$tmp/$1.csr" -CA "$3.pem" -CAkey "$3.key" -CAcreateserial -days 3650 -sha256 \
+    -extfile "$tmp/$1.ext" -out "$1.pem"
+}
+leaf intermediate-localhost "DNS:localhost,IP:127.0.0.1" intermediate-ca
+leaf wrong-host "DNS:wrong.example" intermediate-ca
+leaf wildcard "DNS:*.example.test" intermediate-ca
+
+openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=localhost" \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout self-signed.key -out self-signed.pem
+
+openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=SessionKit Untrusted Root" \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+  -keyout untrusted-root.key -out untrusted-root.pem
+leaf untrusted-leaf "DNS:localhost,IP:127.0.0.1" untrusted-root
+rm -f ./*.srl
+echo "evaluation certificates written"

@@ -33,6 +33,8 @@ enum FuzzTarget: String, CaseIterable {
         (PropertyListResponseSerializer(), { try SecureArchive.unarchive(PropertyListResponseSerializer.self, from: $0) }),
         (CompoundResponseSerializer(responseSerializers: [JSONResponseSerializer(), XMLParserResponseSerializer()]),
          { try SecureArchive.unarchive(CompoundResponseSerializer.self, from: $0) }),
+        (SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
+         { try SecureArchive.unarchive(SecurityPolicy.self, from: $0) }),
     ]
 
     /// Writes one seed per archivable class to `directory` (`sessionkit-fuzz --write-archive-seeds DIR`).

@@ -23,4 +23,23 @@ int sk_x509_stack_count(const STACK_OF(X509) *stack);
 /// The certificate at `index` of a STACK_OF(X509), not owned by the caller.
 X509 *sk_x509_stack_value(const STACK_OF(X509) *stack, int index);
 
+/// OPENSSL_free (a macro).
+void sk_openssl_free(void *pointer);
+
+/// A new, empty STACK_OF(X509) that does not own its certificates' references beyond those pushed.
+STACK_OF(X509) *sk_x509_stack_new(void);
+
+/// Pushes `certificate` (taking one reference of its own) onto `stack`; 0 on failure.
+int sk_x509_stack_push(STACK_OF(X509) *stack, X509 *certificate);
+
+/// Frees `stack` and releases every certificate on it.
+void sk_x509_stack_free(STACK_OF(X509) *stack);
+
+/// The DNS names and IP addresses of a certificate's subjectAltName, as a newline-separated string the caller
+/// frees with OPENSSL_free: "DNS:name" and "IP:address" lines. NULL when there is no such extension.
+char *sk_x509_subject_alt_names(X509 *certificate);
+
+/// The certificate's SubjectPublicKeyInfo, DER-encoded into a buffer the caller frees with OPENSSL_free.
+int sk_x509_spki_der(X509 *certificate, unsigned char **out);
+
 #endif

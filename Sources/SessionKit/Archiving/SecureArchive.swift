@@ -35,6 +35,7 @@ public enum SecureArchive {
         URLSessionManager.self, HTTPSessionManager.self, HTTPRequestSerializer.self, JSONRequestSerializer.self,
         PropertyListRequestSerializer.self, HTTPResponseSerializer.self, JSONResponseSerializer.self,
         XMLParserResponseSerializer.self, PropertyListResponseSerializer.self, CompoundResponseSerializer.self,
+        SecurityPolicy.self,
     ]
 
     /// Type names that were renamed: an archive naming the key decodes as the value. Empty so far; add an entry

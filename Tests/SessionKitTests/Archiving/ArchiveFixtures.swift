@@ -1,5 +1,6 @@
 import Foundation
 import SessionKit
+import SessionKitTestSupport
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -104,7 +105,26 @@ enum ArchiveFixtures {
             entry("CompoundResponseSerializer", configuredCompound(), { checkCompound($0) }),
             entry("URLSessionManager", configuredPlainManager(), { checkPlainManager($0) }),
             entry("HTTPSessionManager", configuredManager(), { checkManager($0) }),
+            entry("SecurityPolicy", configuredPolicy(), { checkPolicy($0) }),
         ]
+    }
+
+    static func configuredPolicy() -> SecurityPolicy {
+        let certificates = (try? Data(contentsOf: TestCertificates.rootCAFile)).flatMap { try? Certificate.certificates(from: $0) } ?? []
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: Set(certificates.map(\.der)))
+        policy.allowInvalidCertificates = true
+        policy.validatesDomainName = false
+        return policy
+    }
+
+    static func checkPolicy(_ object: Any) -> [String] {
+        guard let policy = object as? SecurityPolicy else { return ["not a SecurityPolicy"] }
+        var problems: [String] = []
+        if policy.pinningMode != .certificate { problems.append("pinningMode") }
+        if policy.pinnedCertificates.count != 1 { problems.append("pinnedCertificates") }
+        if !policy.allowInvalidCertificates { problems.append("allowInvalidCertificates") }
+        if policy.validatesDomainName { problems.append("validatesDomainName") }
+        return problems
     }
 
     // MARK: - Checks (each returns what differs)

@@ -1,0 +1,95 @@
+internal import COpenSSL
+import Foundation
+
+/// Verifies a certificate chain with OpenSSL: against the system trust store or given anchors, at a given date,
+/// optionally for a host name or IP address (OpenSSL's own matching, wildcards included).
+enum ChainVerifier {
+    /// The outcome of one verification.
+    struct Outcome: Equatable {
+        /// Whether the chain verified.
+        let isTrusted: Bool
+        /// OpenSSL's `X509_V_ERR_…` code, 0 when trusted.
+        let code: Int32
+        /// The chain OpenSSL built, leaf first, up to the anchor (DER); empty when verification failed.
+        var builtChain: [Data] = []
+        /// OpenSSL's text for the code.
+        var reason: String {
+            code == 0 ? "ok" : String(cString: X509_verify_cert_error_string(Int(code)))
+        }
+    }
+
+    /// Verifies `chain` (DER, leaf first).
+    ///
+    /// - Parameters:
+    ///   - anchors: DER certificates to trust instead of the system store; they need not be self-signed (a pinned
+    ///     intermediate or leaf is a valid anchor).
+    ///   - domain: A host name or IP address the leaf must match, or nil to check only the chain.
+    ///   - date: The time the certificates must be valid at.
+    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date) -> Outcome {
+        let failure = Outcome(isTrusted: false, code: Int32(X509_V_ERR_UNSPECIFIED))
+        let certificates = chain.compactMap(parse)
+        guard let leaf = certificates.first, certificates.count == chain.count else {
+            certificates.forEach { X509_free($0) }
+            return failure
+        }
+        defer { certificates.forEach { X509_free($0) } }
+
+        guard let store = X509_STORE_new() else { return failure }
+        defer { X509_STORE_free(store) }
+        if let anchors {
+            for anchor in anchors {
+                guard let x509 = parse(anchor) else { continue }
+                X509_STORE_add_cert(store, x509)
+                X509_free(x509)
+            }
+            // A pinned intermediate or leaf is a trust anchor of its own.
+            X509_STORE_set_flags(store, UInt(X509_V_FLAG_PARTIAL_CHAIN))
+        } else {
+            X509_STORE_set_default_paths(store)
+        }
+
+        guard let untrusted = sk_x509_stack_new() else { return failure }
+        defer { sk_x509_stack_free(untrusted) }
+        for intermediate in certificates.dropFirst() { _ = sk_x509_stack_push(untrusted, intermediate) }
+
+        guard let context = X509_STORE_CTX_new() else { return failure }
+        defer { X509_STORE_CTX_free(context) }
+        guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return failure }
+        X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER)
+        X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970))
+        if let domain, let parameters = X509_STORE_CTX_get0_param(context) {
+            let bare = domain.hasPrefix("[") && domain.hasSuffix("]") ? String(domain.dropFirst().dropLast()) : domain
+            let isIP = bare.withCString { text in
+                var buffer = [UInt8](repeating: 0, count: 16)
+                return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+            }
+            let accepted = isIP
+                ? X509_VERIFY_PARAM_set1_ip_asc(parameters, bare)
+                : X509_VERIFY_PARAM_set1_host(parameters, bare, 0)
+            guard accepted == 1 else { return failure }
+        }
+        let verified = X509_verify_cert(context) == 1
+        let code = X509_STORE_CTX_get_error(context)
+        var built: [Data] = []
+        if verified, let stack = X509_STORE_CTX_get1_chain(context) {
+            for index in 0..<sk_x509_stack_count(stack) {
+                if let x509 = sk_x509_stack_value(stack, index), let certificate = try? Certificate(x509: x509) {
+                    built.append(certificate.der)
+                }
+            }
+            sk_x509_stack_free(stack)
+        }
+        ERR_clear_error()
+        return Outcome(isTrusted: verified, code: verified ? 0 : code, builtChain: built)
+    }
+
+    /// An OpenSSL certificate from DER, owned by the caller; nil for bad bytes.
+    private static func parse(_ der: Data) -> OpaquePointer? {
+        let x509: OpaquePointer? = der.withUnsafeBytes { raw in
+            var pointer = raw.bindMemory(to: UInt8.self).baseAddress
+            return d2i_X509(nil, &pointer, raw.count)
+        }
+        if x509 == nil { ERR_clear_error() }
+        return x509
+    }
+}

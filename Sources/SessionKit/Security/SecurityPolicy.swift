@@ -1,0 +1,200 @@
+import Foundation
+
+/// Decides whether a server's certificate chain is trusted, with AFNetworking's rules and optional pinning.
+///
+/// ```swift
+/// let pins: Set<String> = ["sha256/YLh1dUR9y6Kja30RrAn7JKnbQG/uEtLMkBgFF2Fuihg=",   // current key
+///                          "sha256/Vjs8r4z+80wjNcr1YKepWQboSIRi63WsWXhIMN+eWys="]   // backup key
+/// let policy = SecurityPolicy(pinnedPublicKeyHashes: pins)
+/// let trust = ServerTrust(certificateChain: chainDER)
+/// policy.evaluate(trust, forDomain: "api.example.com")
+/// ```
+///
+/// Rules, as AFNetworking's `evaluateServerTrust:forDomain:`:
+/// - with `allowInvalidCertificates`, `validatesDomainName` and no pins (or mode none), any domain is refused;
+/// - with `validatesDomainName` the chain must match the domain; without it only the chain is checked;
+/// - mode none: valid if the chain is trusted, or if invalid certificates are allowed;
+/// - otherwise an untrusted chain fails unless invalid certificates are allowed;
+/// - certificate mode: the pinned certificates are the anchors, the chain must verify against them, and one
+///   certificate of the verified chain must equal a pinned one;
+/// - public-key mode: any chain certificate whose public key is pinned passes; an empty pin set always fails.
+///
+/// "Trusted" means the chain verifies against the ``ServerTrust/anchors`` (the system store when nil) at the
+/// trust's date, by OpenSSL. Enforcement in the TLS handshake of a live connection comes with SessionKit's own
+/// transport; on the Foundation transport, URLSession on Linux never lets a policy see the server's chain.
+open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Sendable {
+    // @unchecked Sendable: the mutable fields are guarded by `settings`.
+    private struct Settings {
+        var pinnedCertificates: Set<Data>
+        var pinnedPublicKeyHashes: Set<String>
+        var allowInvalidCertificates = false
+        var validatesDomainName = true
+    }
+
+    /// How the policy pins.
+    public let pinningMode: SSLPinningMode
+    private let settings: Protected<Settings>
+
+    /// A new policy with mode none and no pins: the chain must be trusted by the system store.
+    public class var `default`: SecurityPolicy {
+        SecurityPolicy(pinningMode: .none, pinnedCertificates: [])
+    }
+
+    /// A policy pinning the certificates found in the main bundle (`.cer`, `.crt`, `.der`, `.pem` files).
+    public convenience init(pinningMode: SSLPinningMode) {
+        self.init(pinningMode: pinningMode, pinnedCertificates: Self.certificates(in: .main))
+    }
+
+    /// A policy pinning `pinnedCertificates` (DER or PEM).
+    public init(pinningMode: SSLPinningMode, pinnedCertificates: Set<Data>) {
+        self.pinningMode = pinningMode
+        self.settings = Protected(Settings(pinnedCertificates: Self.derCertificates(pinnedCertificates), pinnedPublicKeyHashes: []))
+        super.init()
+    }
+
+    /// A public-key policy pinning SHA-256 hashes of SubjectPublicKeyInfo, written `sha256/<base64>` as HPKP, OkHttp
+    /// and curl write them. Several pins allow backup keys and rotation.
+    public init(pinnedPublicKeyHashes: Set<String>) {
+        self.pinningMode = .publicKey
+        self.settings = Protected(Settings(pinnedCertificates: [], pinnedPublicKeyHashes: pinnedPublicKeyHashes))
+        super.init()
+    }
+
+    /// The pinned certificates, DER. PEM given here is converted; bytes that are neither are dropped.
+    public var pinnedCertificates: Set<Data> {
+        get { settings.read { $0.pinnedCertificates } }
+        set { settings.write { $0.pinnedCertificates = Self.derCertificates(newValue) } }
+    }
+
+    /// The pinned public-key hashes (`sha256/<base64>`).
+    public var pinnedPublicKeyHashes: Set<String> {
+        settings.read { $0.pinnedPublicKeyHashes }
+    }
+
+    /// Whether an untrusted chain (expired, self-signed, unknown root) may still pass. Default false.
+    public var allowInvalidCertificates: Bool {
+        get { settings.read { $0.allowInvalidCertificates } }
+        set { settings.write { $0.allowInvalidCertificates = newValue } }
+    }
+
+    /// Whether the leaf must match the domain. Default true.
+    public var validatesDomainName: Bool {
+        get { settings.read { $0.validatesDomainName } }
+        set { settings.write { $0.validatesDomainName = newValue } }
+    }
+
+    /// The certificates in `bundle`'s resources: every `.cer`, `.crt`, `.der` and `.pem` file, as DER.
+    public static func certificates(in bundle: Bundle) -> Set<Data> {
+        guard let path = bundle.resourcePath,
+              let names = try? FileManager.default.contentsOfDirectory(atPath: path)
+        else { return [] }
+        var result = Set<Data>()
+        for name in names where ["cer", "crt", "der", "pem"].contains((name as NSString).pathExtension.lowercased()) {
+            guard let data = FileManager.default.contents(atPath: (path as NSString).appendingPathComponent(name)),
+                  let certificates = try? Certificate.certificates(from: data)
+            else { continue }
+            certificates.forEach { result.insert($0.der) }
+        }
+        return result
+    }
+
+    // MARK: - Evaluation
+
+    /// Whether `serverTrust` passes this policy for `domain` (nil: no domain to match).
+    public func evaluate(_ serverTrust: ServerTrust, forDomain domain: String?) -> Bool {
+        let settings = self.settings.wrappedValue
+        let certificatePins = settings.pinnedCertificates
+        let keyPins = settings.pinnedPublicKeyHashes.union(
+            certificatePins.compactMap { try? Certificate(der: $0).publicKeyPin })
+        let hasPins = pinningMode == .certificate ? !certificatePins.isEmpty : !keyPins.isEmpty
+
+        if domain != nil, settings.allowInvalidCertificates, settings.validatesDomainName,
+           pinningMode == .none || !hasPins {
+            // AFNetworking: a domain can only be checked against pins when the chain is not validated.
+            return false
+        }
+        let checkedDomain = settings.validatesDomainName ? domain : nil
+        let chain = serverTrust.certificateChain
+        let systemOutcome = ChainVerifier.verify(
+            chain: chain, anchors: serverTrust.anchors, domain: checkedDomain, date: serverTrust.verificationDate)
+
+        if pinningMode == .none {
+            return settings.allowInvalidCertificates || systemOutcome.isTrusted
+        }
+        if !settings.allowInvalidCertificates && !systemOutcome.isTrusted {
+            return false
+        }
+        switch pinningMode {
+        case .none:
+            return false
+        case .certificate:
+            guard hasPins else { return false }
+            let pinnedOutcome = ChainVerifier.verify(
+                chain: chain, anchors: Array(certificatePins), domain: checkedDomain, date: serverTrust.verificationDate)
+            guard pinnedOutcome.isTrusted else { return false }
+            return pinnedOutcome.builtChain.contains { certificatePins.contains($0) }
+        case .publicKey:
+            guard hasPins else { return false }
+            // As the chain of a SecTrust: the presented certificates up to the anchor, when a chain can be built
+            // (whatever the domain), else as presented.
+            var candidates = systemOutcome.isTrusted ? systemOutcome.builtChain : chain
+            if !systemOutcome.isTrusted {
+                let built = ChainVerifier.verify(chain: chain, anchors: serverTrust.anchors, domain: nil,
+                                                 date: serverTrust.verificationDate)
+                if built.isTrusted { candidates = built.builtChain }
+            }
+            return candidates.contains { der in
+                guard let pin = try? Certificate(der: der).publicKeyPin else { return false }
+                return keyPins.contains(pin)
+            }
+        }
+    }
+
+    // MARK: - NSSecureCoding and NSCopying
+
+    /// Archives use secure coding.
+    public class var supportsSecureCoding: Bool { true }
+
+    /// Restores a policy from an archive: mode, pins, and both flags.
+    public required init?(coder: NSCoder) {
+        guard coder.decodeArchiveVersion(),
+              let mode = coder.number("pinningMode").flatMap({ SSLPinningMode(rawValue: $0.uintValue) }),
+              let certificates = coder.object("pinnedCertificates") as? [Any],
+              let hashes = coder.strings("pinnedPublicKeyHashes"),
+              let allowInvalid = coder.number("allowInvalidCertificates")?.boolValue,
+              let validatesDomain = coder.number("validatesDomainName")?.boolValue
+        else { return nil }
+        var pinned = Set<Data>()
+        for certificate in certificates {
+            guard let der = certificate as? Data else { return nil }
+            pinned.insert(der)
+        }
+        self.pinningMode = mode
+        self.settings = Protected(Settings(pinnedCertificates: pinned, pinnedPublicKeyHashes: Set(hashes),
+                                           allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain))
+        super.init()
+    }
+
+    /// Archives the mode, the pins and both flags.
+    open func encode(with coder: NSCoder) {
+        coder.encodeArchiveVersion()
+        let settings = self.settings.wrappedValue
+        coder.encode(NSNumber(value: pinningMode.rawValue), forKey: "pinningMode")
+        coder.encode(settings.pinnedCertificates.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "pinnedCertificates")
+        coder.encode(settings.pinnedPublicKeyHashes.sorted() as NSArray, forKey: "pinnedPublicKeyHashes")
+        coder.encode(NSNumber(value: settings.allowInvalidCertificates), forKey: "allowInvalidCertificates")
+        coder.encode(NSNumber(value: settings.validatesDomainName), forKey: "validatesDomainName")
+    }
+
+    /// An independent policy with the same mode, pins and flags.
+    open func copy(with zone: NSZone? = nil) -> Any {
+        let copy = SecurityPolicy(pinningMode: pinningMode, pinnedCertificates: [])
+        copy.settings.wrappedValue = settings.wrappedValue
+        return copy
+    }
+
+    /// `certificates` with PEM converted to DER and bytes that are no certificate dropped.
+    private static func derCertificates(_ certificates: Set<Data>) -> Set<Data> {
+        Set(certificates.flatMap { data in (try? Certificate.certificates(from: data))?.map(\.der) ?? [] })
+    }
+}
