@@ -14,6 +14,8 @@ struct KeyedArchiveValidator {
     static let maximumObjects = 100_000
 
     let allowedClassNames: Set<String>
+    /// Old class names and the names they now decode as.
+    var renamedClassNames: [String: String] = [:]
 
     /// What a valid archive holds: its object table and the index of its root object.
     struct Contents {
@@ -54,7 +56,8 @@ struct KeyedArchiveValidator {
         guard let rootObject = objects[safe: root.value] as? [String: Any],
               let classUID = rootObject["$class"] as? UID,
               let classDescription = objects[safe: classUID.value] as? [String: Any],
-              let classes = classDescription["$classes"] as? [String], classes.contains(rootClassName)
+              let classes = classDescription["$classes"] as? [String],
+              classes.map({ renamedClassNames[$0] ?? $0 }).contains(rootClassName)
         else { throw SecureArchiveError.wrongRootType(expected: rootClassName) }
         return Contents(objects: objects, root: root.value)
     }

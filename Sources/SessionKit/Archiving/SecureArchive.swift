@@ -38,11 +38,21 @@ public enum SecureArchive {
         SecurityPolicy.self,
     ]
 
-    /// Type names that were renamed: an archive naming the key decodes as the value. Empty so far; add an entry
-    /// here whenever an archivable type is renamed, so that archives of earlier versions keep decoding.
-    static let renamedClasses: [String: AnyClass] = [:]
+    /// Type names that were renamed: an archive naming the key decodes as the value. SessionKit has renamed
+    /// nothing so far; whenever an archivable type is renamed, its old name goes here (through
+    /// ``registerRenamedClass(named:as:)``) so that archives of earlier versions keep decoding.
+    private static let renamed = Protected<[String: AnyClass]>([:])
+
+    static var renamedClasses: [String: AnyClass] { renamed.wrappedValue }
 
     private static let registered = Protected<[AnyClass]>([])
+
+    /// Decodes objects archived under the class name `oldName` (`Module.Type`) as `aClass`, which is also added to
+    /// the allow-list: for a type that was renamed since the archive was written.
+    public static func registerRenamedClass(named oldName: String, as aClass: AnyClass) {
+        renamed.write { $0[oldName] = aClass }
+        registerClass(aClass)
+    }
 
     /// Adds `aClass` (your subclass of a SessionKit class, say) to the allow-list of ``unarchive(_:from:)``.
     public static func registerClass(_ aClass: AnyClass) {
@@ -72,7 +82,9 @@ public enum SecureArchive {
 
     /// The object archived in `data`, checked as described above.
     public static func unarchive<T: NSObject & NSSecureCoding>(_ type: T.Type, from data: Data) throws -> T {
-        let validator = KeyedArchiveValidator(allowedClassNames: allowedClassNames)
+        let validator = KeyedArchiveValidator(
+            allowedClassNames: allowedClassNames,
+            renamedClassNames: renamedClasses.mapValues { NSStringFromClass($0) })
         let contents = try validator.validate(data, rootClassName: NSStringFromClass(type))
         var classes: [String: AnyClass] = [:]
         for aClass in allowedClasses { classes[NSStringFromClass(aClass)] = aClass }

@@ -88,6 +88,21 @@ final class ArchivingTests: XCTestCase {
         }
     }
 
+    func testRenamedTypeIsMappedOnDecoding() throws {
+        // An archive from a version in which JSONResponseSerializer had another (same-length) name.
+        let current = "SessionKit.JSONResponseSerializer", old = "SessionKit.OldJSONSerializerV1abc"
+        XCTAssertEqual(current.utf8.count, old.utf8.count)
+        var data = try SecureArchive.archive(ArchiveFixtures.configuredResponseSerializer(JSONResponseSerializer.self))
+        XCTAssertNotNil(data.range(of: Data(current.utf8)))
+        while let range = data.range(of: Data(current.utf8)) { data.replaceSubrange(range, with: Data(old.utf8)) }
+        XCTAssertThrowsError(try SecureArchive.unarchive(JSONResponseSerializer.self, from: data)) {
+            XCTAssertEqual($0 as? SecureArchiveError, .classNotAllowed(old))
+        }
+        SecureArchive.registerRenamedClass(named: old, as: JSONResponseSerializer.self)
+        let decoded = try SecureArchive.unarchive(JSONResponseSerializer.self, from: data)
+        XCTAssertEqual(ArchiveFixtures.checkResponse(decoded, JSONResponseSerializer.self), [])
+    }
+
     func testNewerFormatVersionIsRefused() throws {
         // The version key of the root object says 2: this SessionKit reads version 1 only.
         let data = try SecureArchive.archive(HTTPResponseSerializer())
