@@ -17,7 +17,7 @@ final class RefusalSession: @unchecked Sendable {
     static let shared = RefusalSession()
 
     let registry = TaskRegistry()
-    let session: URLSession
+    private let session: URLSession
     private let hub: SessionDelegateHub
     private static let url = URL(string: "sessionkit-refused:task") ?? URL(fileURLWithPath: "/")
 

@@ -33,8 +33,6 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     let task: URLSessionTask
-    /// The session the task runs in.
-    private(set) weak var session: URLSession?
     let uploadProgress: Progress
     let downloadProgress: Progress
 
@@ -54,7 +52,6 @@ final class TaskDelegate: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - task:        The task; the delegate keeps it alive until it completes.
-    ///   - session:     The session the task runs in.
     ///   - delivery:    The serializer and the queues of the completion.
     ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
@@ -66,7 +63,6 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - completion:  Called once, on the completion queue.
     init(
         task: URLSessionTask,
-        session: URLSession?,
         delivery: Delivery,
         uploadProgressHandler: ((Progress) -> Void)?,
         downloadProgressHandler: ((Progress) -> Void)?,
@@ -78,7 +74,6 @@ final class TaskDelegate: @unchecked Sendable {
         completion: @escaping (TaskOutcome) -> Void
     ) {
         self.task = task
-        self.session = session
         self.delivery = delivery
         self.uploadProgressHandler = uploadProgressHandler
         self.downloadProgressHandler = downloadProgressHandler

@@ -427,19 +427,18 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         // Created under the session lock: URLSession stops the process when a task is created in a session that
         // another thread has just invalidated.
-        let created: (task: URLSessionTask, session: URLSession)? = sessionState.write { state in
+        let created: URLSessionTask? = sessionState.write { state in
             if state.refusesTasks { return nil }
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            return (Self.task(for: source, in: session), session)
+            return Self.task(for: source, in: session)
         }
         let task: URLSessionTask
         let forcedError: NSError?
         let registry: TaskRegistry
-        var session: URLSession?
         if let created {
-            (task, session, forcedError, registry) = (created.task, created.session, nil, self.registry)
+            (task, forcedError, registry) = (created, nil, self.registry)
         } else {
             let refusal = RefusalSession.shared
             let isDownload: Bool
@@ -452,7 +451,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 (forcedError, isDownload) = (Self.invalidatedError, false)
             }
             task = isDownload ? refusal.downloadTask() : refusal.dataTask()
-            session = refusal.session
             registry = refusal.registry
         }
 
@@ -463,7 +461,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             completionGroup: settings.completionGroup ?? privateCompletionGroup,
             processingQueue: Self.processingQueue)
         let delegate = TaskDelegate(
-            task: task, session: session, delivery: delivery,
+            task: task, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
             destination: destination, bodyStream: Self.bodyStream(of: source),
             uploadLength: uploadLength, forcedError: forcedError,

@@ -16,16 +16,17 @@ enum XMLBody {
         let description: String
     }
 
-    /// `data` as UTF-8 XML.
+    /// `data` as UTF-8 XML that `XMLParser` can be given.
+    static func forXMLParser(_ data: Data) throws -> Data {
+        let converted = try utf8(data)
+        try refuseUnsafeConstructs(String(decoding: converted, as: UTF8.self))
+        return converted
+    }
+
+    /// `data` as UTF-8 XML: unchanged when it is UTF-8, converted from the encoding it declares otherwise.
     static func utf8(_ data: Data) throws -> Data {
-        if let text = String(data: data, encoding: .utf8) {
-            try refuseUnsafeConstructs(text)
-            return data
-        }
-        if let text = decodeDeclared(data) {
-            try refuseUnsafeConstructs(text)
-            return Data(rewritingDeclaration(text).utf8)
-        }
+        if String(data: data, encoding: .utf8) != nil { return data }
+        if let text = decodeDeclared(data) { return Data(rewritingDeclaration(text).utf8) }
         throw Refusal(description: "the XML body is neither UTF-8 nor in the encoding it declares")
     }
 

@@ -39,7 +39,7 @@ open class XMLParserResponseSerializer: HTTPResponseSerializer, @unchecked Senda
         try validate(response: response as? HTTPURLResponse, data: data)
         guard let data, !data.isEmpty else { return nil }
         do {
-            return XMLParser(data: try XMLBody.utf8(data))
+            return XMLParser(data: try XMLBody.forXMLParser(data))
         } catch {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, "The response body is not XML that can be parsed: \(error)",
