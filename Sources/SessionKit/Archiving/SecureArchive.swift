@@ -16,7 +16,7 @@ import FoundationNetworking
 /// let restored = try SecureArchive.unarchive(HTTPSessionManager.self, from: stored, verifyingWith: key)
 /// ```
 ///
-/// `unarchive` checks the archive's structure first (``KeyedArchiveValidator``): a well-formed keyed archive, every
+/// `unarchive` checks the archive's structure first (`KeyedArchiveValidator`): a well-formed keyed archive, every
 /// reference in range, every class name in the allow-list (SessionKit's classes, the Foundation value types they
 /// use, and classes added with ``registerClass(_:)``), no cycle, a root of the requested type. Only then is it
 /// decoded, by SessionKit's own `ArchiveDecoder` rather than `NSKeyedUnarchiver` (which on Linux can still stop the
