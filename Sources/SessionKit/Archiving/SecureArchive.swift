@@ -88,7 +88,7 @@ public enum SecureArchive {
         let contents = try validator.validate(data, rootClassName: NSStringFromClass(type))
         var classes: [String: AnyClass] = [:]
         for aClass in allowedClasses { classes[NSStringFromClass(aClass)] = aClass }
-        for (name, aClass) in renamedClasses { classes[name] = aClass }
+        for entry in renamedClasses { classes[entry.key] = entry.value }
         let (object, error) = ArchiveDecoder.decodeRoot(contents, classes: classes)
         if let known = error as? SecureArchiveError { throw known }
         if let error { throw SecureArchiveError.decodingFailed("\(error)") }

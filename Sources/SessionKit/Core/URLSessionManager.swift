@@ -387,7 +387,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Runs `work` on the completion queue, inside the completion group.
     func onCompletionQueue(_ work: @escaping () -> Void) {
         let (queue, group) = settings.read { ($0.completionQueue, $0.completionGroup) }
-        (queue ?? privateCompletionQueue).async(group: group ?? privateCompletionGroup, execute: work)
+        // The caller's closure runs once, on the completion queue only.
+        nonisolated(unsafe) let work = work
+        (queue ?? privateCompletionQueue).async(group: group ?? privateCompletionGroup) { work() }
     }
 
     // MARK: - Task creation

@@ -323,7 +323,8 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         completionHandler: ((Error?) -> Void)?
     ) -> URLRequest {
         var stripped = request
-        let stream = request.httpBodyStream
+        // The stream is read on the writing queue only, once.
+        nonisolated(unsafe) let stream = request.httpBodyStream
         let body = request.httpBody
         stripped.httpBodyStream = nil
         stripped.httpBody = nil

@@ -6,9 +6,9 @@ import Foundation
 /// Its length is known in advance (``contentLength``), which gives the request an exact `Content-Length`.
 /// With ``MultipartFormData/throttleBandwidth(withPacketSize:delay:)`` each read returns at most one packet and
 /// waits `delay` before the next, as AFNetworking's stream does; the wait happens on the thread that reads.
-final class MultipartBodyStream: InputStream, @unchecked Sendable {
-    // @unchecked Sendable: a stream is read by one thread at a time (InputStream's own contract); `state` is
-    // still kept under a lock so that `streamStatus` can be asked from anywhere.
+final class MultipartBodyStream: InputStream {
+    // A stream is read by one thread at a time (InputStream's own contract); `state` is still kept under a lock
+    // so that `streamStatus` can be asked from anywhere.
 
     /// Errors a body can meet while it is read.
     enum Failure: Error, CustomStringConvertible {
