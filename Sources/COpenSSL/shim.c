@@ -94,3 +94,8 @@ int sk_x509_spki_der(X509 *certificate, unsigned char **out) {
 void sk_openssl_free(void *pointer) {
     OPENSSL_free(pointer);
 }
+
+SSL_CTX *sk_ssl_ctx_of_store(X509_STORE_CTX *store) {
+    SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
+    return ssl != NULL ? SSL_get_SSL_CTX(ssl) : NULL;
+}

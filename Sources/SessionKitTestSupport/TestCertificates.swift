@@ -14,7 +14,10 @@ public enum TestCertificates {
         func serverConfiguration() throws -> TLSConfiguration {
             let chain = try NIOSSLCertificate.fromPEMFile(chainFile.path).map { NIOSSLCertificateSource.certificate($0) }
             let key = try NIOSSLPrivateKey(file: keyFile.path, format: .pem)
-            return TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            // Clients that keep connections open would otherwise hold the server's shutdown for 5 s.
+            configuration.shutdownTimeout = .milliseconds(100)
+            return configuration
         }
     }
 

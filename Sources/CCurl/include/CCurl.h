@@ -36,6 +36,10 @@ static inline CURLcode sk_curl_easy_getinfo_off_t(CURL *handle, CURLINFO info, c
     return curl_easy_getinfo(handle, info, value);
 }
 
+static inline CURLcode sk_curl_easy_getinfo_double(CURL *handle, CURLINFO info, double *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
 static inline CURLcode sk_curl_easy_getinfo_string(CURL *handle, CURLINFO info, char **value) {
     return curl_easy_getinfo(handle, info, value);
 }
@@ -44,7 +48,37 @@ static inline CURLMcode sk_curl_multi_setopt_long(CURLM *handle, CURLMoption opt
     return curl_multi_setopt(handle, option, value);
 }
 
+typedef CURLcode (*sk_curl_ssl_ctx_callback)(CURL *handle, void *ssl_ctx, void *userdata);
+
+static inline CURLcode sk_curl_easy_setopt_ssl_ctx_callback(CURL *handle, sk_curl_ssl_ctx_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_SSL_CTX_FUNCTION, value);
+}
+
+typedef int (*sk_curl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
+                                         curl_off_t ulnow);
+
+static inline CURLcode sk_curl_easy_setopt_xferinfo_callback(CURL *handle, sk_curl_xferinfo_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, value);
+}
+
+typedef int (*sk_curl_prereq_callback)(void *userdata, char *primary_ip, char *local_ip, int primary_port,
+                                       int local_port);
+
+static inline CURLcode sk_curl_easy_setopt_prereq_callback(CURL *handle, sk_curl_prereq_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, value);
+}
+
 /// The libcurl version string, e.g. "7.88.1".
 const char *sk_curl_version_string(void);
+
+/// The dispatch queue the caller runs on (libdispatch's deprecated `dispatch_get_current_queue`), retained; the
+/// queue URLSession calls a protocol's `startLoading` on, where its client must be called.
+void *sk_dispatch_current_queue(void);
+
+/// Releases a queue from `sk_dispatch_current_queue`.
+void sk_dispatch_release(void *queue);
+
+/// `dispatch_async_f` on a queue from `sk_dispatch_current_queue`.
+void sk_dispatch_async_f(void *queue, void *context, void (*work)(void *));
 
 #endif

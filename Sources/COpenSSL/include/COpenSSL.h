@@ -23,6 +23,9 @@ int sk_x509_stack_count(const STACK_OF(X509) *stack);
 /// The certificate at `index` of a STACK_OF(X509), not owned by the caller.
 X509 *sk_x509_stack_value(const STACK_OF(X509) *stack, int index);
 
+/// The SSL_CTX of the connection being verified, from the verify callback's store context.
+SSL_CTX *sk_ssl_ctx_of_store(X509_STORE_CTX *store);
+
 /// OPENSSL_free (a macro).
 void sk_openssl_free(void *pointer);
 

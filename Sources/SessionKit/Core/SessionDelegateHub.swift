@@ -103,6 +103,7 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         // Removed first, so that a finished task leaves nothing in the registry whatever its completion does.
         let delegate = registry.remove(task)
+        CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = nil }
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
     }

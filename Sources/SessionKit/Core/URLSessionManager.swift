@@ -46,6 +46,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     private struct Settings {
         var responseSerializer: URLResponseSerialization = JSONResponseSerializer()
+        var securityPolicy: SecurityPolicy = .default
         var transport: Transport = .foundation
         var completionQueue: DispatchQueue?
         var completionGroup: DispatchGroup?
@@ -94,6 +95,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             coder.encode(serializer, forKey: "responseSerializer")
         }
         coder.encode(transport.rawValue as NSString, forKey: "transport")
+        coder.encode(securityPolicy, forKey: "securityPolicy")
     }
 
     /// An independent manager with its own session, an equal configuration and copies of its serializers.
@@ -112,6 +114,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         guard let name = coder.string("transport"), let transport = Transport(rawValue: name) else { return false }
         self.transport = transport
+        if let object = coder.object("securityPolicy") {
+            guard let policy = object as? SecurityPolicy else { return false }
+            securityPolicy = policy
+        }
         return true
     }
 
@@ -120,6 +126,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let serializer = responseSerializer
         copy.responseSerializer = ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
         copy.transport = transport
+        copy.securityPolicy = securityPolicy.copy(with: nil) as? SecurityPolicy ?? securityPolicy
     }
 
     static func copied(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
@@ -196,10 +203,33 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         set { settings.write { $0.responseSerializer = newValue } }
     }
 
-    /// How the requests of this manager move bytes. Default ``Transport/foundation``.
+    /// How the requests of this manager move bytes. Default ``Transport/foundation``. Tasks created after a change
+    /// run in a new session; running tasks finish in the old one.
     public var transport: Transport {
         get { settings.read { $0.transport } }
-        set { settings.write { $0.transport = newValue } }
+        set {
+            let changed = settings.write { settings -> Bool in
+                defer { settings.transport = newValue }
+                return settings.transport != newValue
+            }
+            guard changed else { return }
+            sessionState.write { state in
+                guard !state.refusesTasks, let session = state.session else { return }
+                session.finishTasksAndInvalidate()
+                state.session = nil
+            }
+        }
+    }
+
+    /// The policy the server's certificate chain must pass. Default ``SecurityPolicy/default``.
+    ///
+    /// Enforced by the ``Transport/curl`` transport, in the TLS handshake of the connection that carries each
+    /// request. The Foundation transport cannot see the chain: with it, a policy other than the default (pins,
+    /// invalid certificates allowed, no domain validation) makes requests fail with a clear error rather than be
+    /// silently ignored. A pinning policy refuses plain `http` URLs, as AFNetworking does.
+    open var securityPolicy: SecurityPolicy {
+        get { settings.read { $0.securityPolicy } }
+        set { settings.write { $0.securityPolicy = newValue } }
     }
 
     /// The queue completion handlers run on; nil means the manager's private serial queue.
@@ -416,6 +446,14 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
+        let (transport, policy) = settings.read { ($0.transport, $0.securityPolicy) }
+        if let refusal = Self.transportRefusal(for: source, transport: transport, policy: policy) {
+            source = .refused(refusal, download: { if case .download = source { return true } else { return false } }())
+        } else if transport == .curl, case .uploadData(var request, let data) = source {
+            // Upload tasks hide their body from a URLProtocol on Linux: under curl they are data tasks with a body.
+            request.httpBody = data
+            source = .data(request)
+        }
         if case .uploadStream(var request) = source, request.value(forHTTPHeaderField: "Content-Length") != nil {
             // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
             // servers answer 400. The length still sizes the upload progress.
@@ -456,6 +494,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             registry = refusal.registry
         }
 
+        if transport == .curl, registry === self.registry {
+            let context = CurlURLProtocol.Context(policy: policy, idleTimeout: sessionConfiguration.timeoutIntervalForRequest)
+            CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = context }
+        }
         let settings = self.settings.wrappedValue
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
@@ -472,10 +514,44 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         return task
     }
 
+    /// Why `source` cannot run on `transport` under `policy`, if it cannot.
+    private static func transportRefusal(for source: TaskSource, transport: Transport, policy: SecurityPolicy) -> NSError? {
+        let request: URLRequest?
+        switch source {
+        case .data(let r), .uploadData(let r, _), .uploadFile(let r, _), .uploadStream(let r), .download(let r): request = r
+        case .refused: return nil
+        }
+        let pins = policy.pinningMode != .none
+        if pins, request?.url?.scheme?.lowercased() == "http" {
+            return SessionKitError.session(.policyNotEnforceable, "A pinning security policy needs https; \(request?.url?.absoluteString ?? "the URL") is plain http.")
+        }
+        switch transport {
+        case .foundation:
+            if pins || policy.allowInvalidCertificates || !policy.validatesDomainName {
+                return SessionKitError.session(
+                    .policyNotEnforceable,
+                    "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl.")
+            }
+        case .curl:
+            switch source {
+            case .uploadFile, .uploadStream:
+                return SessionKitError.session(.notSupportedByTransport, "Uploads from files and streams do not run on the curl transport yet; upload from Data or use Transport.foundation.")
+            case .download:
+                return SessionKitError.session(.notSupportedByTransport, "Download tasks do not run on the curl transport yet; use a data task or Transport.foundation.")
+            default:
+                break
+            }
+        }
+        return nil
+    }
+
     /// Builds a session over a new delegate hub.
     private func makeSession() -> URLSession {
         let hub = SessionDelegateHub(registry: registry, overrides: overrides)
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
+        if transport == .curl {
+            configuration.protocolClasses = [CurlURLProtocol.self] + (configuration.protocolClasses ?? [])
+        }
         return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
     }
 

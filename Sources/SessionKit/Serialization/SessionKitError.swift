@@ -31,6 +31,11 @@ public enum SessionKitError {
         case resumeDataUnavailable = 2
         /// A downloaded file could not be moved to the destination the caller chose.
         case cannotMoveDownloadedFile = 3
+        /// The manager's security policy cannot be enforced for this request (Foundation transport, or plain http
+        /// with pins).
+        case policyNotEnforceable = 4
+        /// The transport does not run this kind of task yet.
+        case notSupportedByTransport = 5
     }
 
     /// Builds an error of ``sessionDomain``.

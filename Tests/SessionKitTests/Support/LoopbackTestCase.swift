@@ -24,11 +24,13 @@ class LoopbackTestCase: XCTestCase {
     }
 
     /// A manager with a short timeout, on the loopback server.
-    func makeManager(timeout: TimeInterval = 10) -> HTTPSessionManager {
+    func makeManager(timeout: TimeInterval = 10, transport: Transport = .foundation) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.urlCache = nil
-        return HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = transport
+        return manager
     }
 }
 

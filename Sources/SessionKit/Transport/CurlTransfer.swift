@@ -1,0 +1,269 @@
+internal import CCurl
+internal import COpenSSL
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One request on libcurl: its easy handle, the response head parsed as bytes, the body, and the TLS check.
+///
+/// For https, libcurl's own peer verification is off and OpenSSL's verify callback (installed through
+/// `CURLOPT_SSL_CTX_FUNCTION`) evaluates the ``SecurityPolicy`` on the chain of the handshake. A pre-request
+/// callback (`CURLOPT_PREREQFUNCTION`, run after the connection is set up and before any request byte) aborts the
+/// transfer unless that evaluation passed on this connection, or the connection is a reused one of the same
+/// policy's engine. The TLS session cache is off, so a resumed session never skips the check.
+final class CurlTransfer: @unchecked Sendable {
+    // @unchecked Sendable: after `init`, the fields are used on the engine thread only; `policyAccepted` is
+    // written by OpenSSL's callback on that same thread.
+
+    /// What the transfer reports, on the engine thread.
+    struct Events {
+        var response: (HTTPURLResponse) -> Void
+        var data: (Data) -> Void
+        var completion: (Error?) -> Void
+    }
+
+    let easy: UnsafeMutableRawPointer
+    private let url: URL
+    private let isTLS: Bool
+    private let policy: SecurityPolicy
+    private let events: Events
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var statusCode = 0
+    private var httpVersion = "HTTP/1.1"
+    private var headerFields: [(String, String)] = []
+    private var responseDelivered = false
+    private var policyEvaluated = false
+    private var policyAccepted = false
+    /// No byte for this long ends the transfer with `URLError.timedOut` (URLSession's request timeout is an idle
+    /// timeout, which libcurl's own options do not express while waiting for the response head).
+    private let idleTimeout: TimeInterval
+    private var lastActivity = Date()
+    private var lastProgress: (Int64, Int64) = (0, 0)
+    private var timedOut = false
+
+    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, events: Events) {
+        guard let url = request.url, let easy = curl_easy_init() else { return nil }
+        self.easy = easy
+        self.url = url
+        self.isTLS = url.scheme?.lowercased() == "https"
+        self.policy = policy
+        self.idleTimeout = idleTimeout
+        self.events = events
+        configure(request)
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        if let headerList { curl_slist_free_all(headerList) }
+    }
+
+    private func configure(_ request: URLRequest) {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
+        let method = (request.httpMethod ?? "GET").uppercased()
+        if method == "HEAD" {
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
+        } else if method != "GET" {
+            _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
+        }
+        if let body = request.httpBody {
+            _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
+            _ = body.withUnsafeBytes { raw in
+                sk_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            }
+        }
+        var list: UnsafeMutablePointer<curl_slist>?
+        for (field, value) in request.allHTTPHeaderFields ?? [:] {
+            list = curl_slist_append(list, "\(field): \(value)")
+        }
+        // curl adds these on its own; an empty value removes them unless the request set them.
+        for field in ["Expect", "Accept"] where request.value(forHTTPHeaderField: field) == nil {
+            list = curl_slist_append(list, "\(field):")
+        }
+        headerList = list
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, list)
+        if idleTimeout > 0 && idleTimeout.isFinite {
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(idleTimeout * 1000)))
+        }
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
+        _ = sk_curl_easy_setopt_xferinfo_callback(easy, Self.progressCallback)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, me)
+
+        _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, Self.headerCallback)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, me)
+        _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, Self.writeCallback)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
+
+        if isTLS {
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
+            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
+            _ = sk_curl_easy_setopt_prereq_callback(easy, Self.prerequestCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, me)
+        }
+    }
+
+    // MARK: - libcurl callbacks (engine thread)
+
+    private static let headerCallback: sk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        let length = size * count
+        transfer.header(UnsafeRawBufferPointer(start: buffer, count: length))
+        return length
+    }
+
+    private static let writeCallback: sk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        let length = size * count
+        transfer.deliverResponseIfNeeded()
+        transfer.events.data(Data(bytes: buffer, count: length))
+        return length
+    }
+
+    /// Called at least once a second: ends a transfer that has been idle for longer than its timeout.
+    private static let progressCallback: sk_curl_xferinfo_callback = { userdata, _, received, _, sent in
+        guard let userdata else { return 1 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        let now = Date()
+        if (Int64(received), Int64(sent)) != transfer.lastProgress {
+            transfer.lastProgress = (Int64(received), Int64(sent))
+            transfer.lastActivity = now
+            return 0
+        }
+        guard transfer.idleTimeout > 0, now.timeIntervalSince(transfer.lastActivity) > transfer.idleTimeout else { return 0 }
+        transfer.timedOut = true
+        return 1
+    }
+
+    private static let sslContextCallback: sk_curl_ssl_ctx_callback = { _, context, userdata in
+        guard let context else { return CURLE_OK }
+        let sslContext = OpaquePointer(context)
+        SSL_CTX_set_ex_data(sslContext, 0, userdata)
+        SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, CurlTransfer.verifyCallback)
+        return CURLE_OK
+    }
+
+    /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
+    private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
+        guard let store else { return 0 }
+        if X509_STORE_CTX_get_error_depth(store) > 0 { return 1 }
+        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else { return 0 }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
+        var chain: [Data] = []
+        if let leaf = X509_STORE_CTX_get0_cert(store), let certificate = try? Certificate(x509: leaf) {
+            chain.append(certificate.der)
+        }
+        if let untrusted = X509_STORE_CTX_get0_untrusted(store) {
+            for index in 0..<sk_x509_stack_count(untrusted) {
+                if let x509 = sk_x509_stack_value(untrusted, index), let certificate = try? Certificate(x509: x509),
+                   !chain.contains(certificate.der) {
+                    chain.append(certificate.der)
+                }
+            }
+        }
+        let accepted = transfer.policy.evaluate(ServerTrust(certificateChain: chain), forDomain: transfer.url.host)
+        transfer.policyEvaluated = true
+        transfer.policyAccepted = accepted
+        return accepted ? 1 : 0
+    }
+
+    /// Runs once the connection is ready and before any request byte: refuse unless the policy passed.
+    private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, _ in
+        guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        var newConnections = 0
+        _ = sk_curl_easy_getinfo_long(transfer.easy, CURLINFO_NUM_CONNECTS, &newConnections)
+        // A reused connection was verified by this engine, whose connections all belong to one policy.
+        let verified = newConnections == 0 || transfer.policyAccepted
+        return verified ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
+    }
+
+    // MARK: - Response
+
+    private func header(_ line: UnsafeRawBufferPointer) {
+        guard !responseDelivered else { return }
+        if line.starts(with: Array("HTTP/".utf8)) {
+            // A status line (a new one after a 1xx): "HTTP/1.1 200 OK".
+            let parts = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
+            httpVersion = parts.first.map { String(decoding: $0, as: UTF8.self) } ?? "HTTP/1.1"
+            statusCode = parts.count > 1 ? Int(String(decoding: parts[1], as: UTF8.self)) ?? 0 : 0
+            headerFields = []
+            return
+        }
+        let trimmed = line.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
+        if trimmed.isEmpty {
+            if statusCode >= 200 { deliverResponseIfNeeded() }
+            return
+        }
+        guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = String(decoding: trimmed[..<colon], as: UTF8.self)
+        let value = String(decoding: trimmed[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        headerFields.append((name, value))
+    }
+
+    private func deliverResponseIfNeeded() {
+        guard !responseDelivered, statusCode > 0 else { return }
+        responseDelivered = true
+        var fields: [String: String] = [:]
+        for (name, value) in headerFields {
+            let key = fields.keys.first { $0.caseInsensitiveCompare(name) == .orderedSame } ?? name
+            fields[key] = fields[key].map { "\($0), \(value)" } ?? value
+        }
+        if let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) {
+            events.response(response)
+        }
+    }
+
+    /// The transfer ended with `code`.
+    func finish(code: CURLcode) {
+        if ProcessInfo.processInfo.environment["SESSIONKIT_CURL_DEBUG"] != nil {
+            var connect = 0.0, appConnect = 0.0, total = 0.0
+            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_CONNECT_TIME, &connect)
+            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_APPCONNECT_TIME, &appConnect)
+            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &total)
+            FileHandle.standardError.write(Data("curl \(url) code \(code.rawValue) connect \(connect) tls \(appConnect) total \(total)\n".utf8))
+        }
+        if code == CURLE_OK {
+            deliverResponseIfNeeded()
+            events.completion(nil)
+        } else {
+            events.completion(error(for: code))
+        }
+    }
+
+    /// A `URLError` with the real reason and the failing URL.
+    private func error(for code: CURLcode) -> URLError {
+        let reason = String(cString: curl_easy_strerror(code))
+        let userInfo: [String: Any] = [
+            NSURLErrorFailingURLErrorKey: url, NSURLErrorFailingURLStringErrorKey: url.absoluteString,
+            NSLocalizedDescriptionKey: reason,
+        ]
+        if isTLS && policyEvaluated && !policyAccepted {
+            return URLError(.serverCertificateUntrusted, userInfo: userInfo.merging(
+                [NSLocalizedDescriptionKey: "The server's certificate chain does not pass the security policy."]) { $1 })
+        }
+        if timedOut {
+            return URLError(.timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
+        }
+        let mapped: URLError.Code
+        switch code {
+        case CURLE_COULDNT_CONNECT: mapped = .cannotConnectToHost
+        case CURLE_COULDNT_RESOLVE_HOST: mapped = .cannotFindHost
+        case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
+        case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: mapped = .networkConnectionLost
+        case CURLE_ABORTED_BY_CALLBACK where isTLS && !policyAccepted: mapped = .serverCertificateUntrusted
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
+        default: mapped = .unknown
+        }
+        return URLError(mapped, userInfo: userInfo)
+    }
+}

@@ -1,0 +1,119 @@
+internal import CCurl
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// SessionKit's libcurl transport under URLSession: a `URLProtocol` whose requests run on a ``CurlEngine``.
+///
+/// URLSession calls `startLoading` on its internal work queue, and its client must be called on that same queue
+/// (from another thread, URLSession's task registry crashes under load). The queue is captured in `startLoading`
+/// and every client call is sent there; calls after `stopLoading` are dropped.
+final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
+    // @unchecked Sendable: `state` is a `Protected` box; the rest is set in `startLoading` before any callback.
+
+    /// What a task needs from its manager on this transport.
+    struct Context {
+        let policy: SecurityPolicy
+        /// The session configuration's `timeoutIntervalForRequest`.
+        let idleTimeout: TimeInterval
+    }
+
+    /// The context of each task that runs on this transport, by task identity (per-task configuration cannot
+    /// travel through the request on Linux: `URLProtocol.setProperty` values are lost).
+    static let contexts = Protected<[ObjectIdentifier: Context]>([:])
+
+    private struct State {
+        var transfer: CurlTransfer?
+        var engine: CurlEngine?
+        var stopped = false
+    }
+
+    private let state = Protected(State())
+    private var queue: UnsafeMutableRawPointer?
+
+    override class func canInit(with request: URLRequest) -> Bool {
+        ["http", "https"].contains(request.url?.scheme?.lowercased() ?? "")
+    }
+
+    override class func canInit(with task: URLSessionTask) -> Bool {
+        contexts.read { $0[ObjectIdentifier(task)] != nil }
+    }
+
+    override class func canonicalRequest(for request: URLRequest) -> URLRequest {
+        request
+    }
+
+    deinit {
+        if let queue { sk_dispatch_release(queue) }
+    }
+
+    override func startLoading() {
+        queue = sk_dispatch_current_queue()
+        let context = task.flatMap { task in Self.contexts.read { $0[ObjectIdentifier(task)] } }
+        let policy = context?.policy ?? SecurityPolicy.default
+        let idleTimeout = min(request.timeoutInterval, context?.idleTimeout ?? request.timeoutInterval)
+        let events = CurlTransfer.Events(
+            response: { [weak self] response in
+                self?.onClientQueue { me in me.client?.urlProtocol(me, didReceive: response, cacheStoragePolicy: .notAllowed) }
+            },
+            data: { [weak self] data in
+                self?.onClientQueue { me in me.client?.urlProtocol(me, didLoad: data) }
+            },
+            completion: { [weak self] error in
+                self?.onClientQueue { me in
+                    if let error {
+                        me.client?.urlProtocol(me, didFailWithError: error)
+                    } else {
+                        me.client?.urlProtocolDidFinishLoading(me)
+                    }
+                }
+            })
+        guard let engine = CurlEngine.engine(for: policy),
+              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, events: events)
+        else {
+            client?.urlProtocol(self, didFailWithError: URLError(.unknown, userInfo: [
+                NSLocalizedDescriptionKey: "libcurl could not be set up for this request.",
+                NSURLErrorFailingURLErrorKey: request.url as Any,
+            ]))
+            return
+        }
+        state.write {
+            $0.transfer = transfer
+            $0.engine = engine
+        }
+        engine.add(transfer)
+    }
+
+    override func stopLoading() {
+        let (engine, transfer) = state.write { state -> (CurlEngine?, CurlTransfer?) in
+            state.stopped = true
+            return (state.engine, state.transfer)
+        }
+        if let engine, let transfer { engine.remove(transfer) }
+    }
+
+    /// Runs `body` on the queue URLSession started this protocol on, unless loading was stopped.
+    private func onClientQueue(_ body: @escaping (CurlURLProtocol) -> Void) {
+        guard let queue else { return }
+        let work = ClientWork(protocolObject: self, body: body)
+        sk_dispatch_async_f(queue, Unmanaged.passRetained(work).toOpaque()) { context in
+            guard let context else { return }
+            let work = Unmanaged<ClientWork>.fromOpaque(context).takeRetainedValue()
+            guard !work.protocolObject.state.read({ $0.stopped }) else { return }
+            work.body(work.protocolObject)
+        }
+    }
+
+    /// One client call travelling to URLSession's queue.
+    private final class ClientWork {
+        let protocolObject: CurlURLProtocol
+        let body: (CurlURLProtocol) -> Void
+
+        init(protocolObject: CurlURLProtocol, body: @escaping (CurlURLProtocol) -> Void) {
+            self.protocolObject = protocolObject
+            self.body = body
+        }
+    }
+}

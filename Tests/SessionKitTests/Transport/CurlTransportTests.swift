@@ -1,0 +1,194 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// SessionKit's libcurl transport over plain HTTP: the behaviours it shares with the Foundation transport.
+final class CurlTransportTests: LoopbackTestCase {
+    func testVerbsHeadersAndJSON() async throws {
+        let manager = makeManager(transport: .curl)
+        let get = try await manager.get("/get", parameters: ["q": "a b"], headers: ["X-Test": "1"])
+        XCTAssertEqual((get.object as? [String: Any])?["args"] as? [String: String], ["q": "a b"])
+        XCTAssertEqual(server.requests.last?.header("X-Test"), "1")
+        XCTAssertNotNil(server.requests.last?.header("User-Agent"))
+        manager.requestSerializer = JSONRequestSerializer()
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            let result = try await manager.request(method, "/anything", parameters: ["n": 1])
+            XCTAssertEqual((result.object as? [String: Any])?["method"] as? String, method)
+        }
+        XCTAssertEqual(String(decoding: try XCTUnwrap(server.requests.last(where: { $0.method == "POST" })).body, as: UTF8.self), #"{"n":1}"#)
+        let head = try await manager.head("/get")
+        XCTAssertEqual(head.statusCode, 200)
+        XCTAssertTrue(head.data.isEmpty)
+    }
+
+    func testStatusFailureGzipAndLargeBody() async throws {
+        let manager = makeManager(transport: .curl)
+        do {
+            _ = try await manager.get("/status/503")
+            XCTFail("a 503 must fail")
+        } catch {
+            XCTAssertEqual((error as NSError).code, URLError.badServerResponse.rawValue)
+        }
+        let gzip = try await manager.get("/gzip")
+        XCTAssertEqual((gzip.object as? [String: Any])?["gzipped"] as? Bool, true)
+        manager.responseSerializer = HTTPResponseSerializer()
+        let bytes = try await manager.get("/stream-bytes/2000000?chunk_size=4096")
+        XCTAssertEqual(bytes.data, ByteGenerator.bytes(count: 2_000_000))
+    }
+
+    func testUploadFromDataBecomesADataTaskWithBody() async throws {
+        let manager = makeManager(transport: .curl)
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
+        let body = ByteGenerator.bytes(count: 300_000, seed: 5)
+        let error: Error? = try await awaitCallback { done in
+            manager.resume(manager.uploadTask(with: request, from: body, completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertNil(error)
+        XCTAssertEqual(server.requests.last?.body, body)
+    }
+
+    func testTasksTheTransportDoesNotRunYetFailClearly() async throws {
+        let manager = makeManager(transport: .curl)
+        let error: Error? = try await awaitCallback { done in
+            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/10")), completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertEqual((error as NSError?)?.code, SessionKitError.Code.notSupportedByTransport.rawValue)
+        XCTAssertEqual(server.requestCount, 0)
+    }
+
+    func testCancelTimeoutAndFaults() async throws {
+        let manager = makeManager(timeout: 1, transport: .curl)
+        let cancelled: Error? = try await awaitCallback { done in
+            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { _, _, error in done(error) })
+            manager.resume(task)
+            DispatchQueue(label: "test.cancel").asyncAfter(deadline: .now() + 0.2) { task.cancel() }
+        }
+        XCTAssertEqual((cancelled as? URLError)?.code, .cancelled)
+        for (path, code) in [("/fault/never-answer", URLError.Code.timedOut), ("/fault/reset", .networkConnectionLost),
+                             ("/fault/short-body", .networkConnectionLost)] {
+            let box = OnceBox<Error?>()
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url(path)), completionHandler: { _, _, error in box.resolve(error) }))
+            let error = try await box.value(timeout: 30, file: #filePath, line: #line)
+            XCTAssertEqual((error as? URLError)?.code, code, "\(path): \(String(describing: error))")
+            try await Task.sleep(nanoseconds: 100_000_000)
+            XCTAssertEqual(box.deliveries, 1)
+        }
+    }
+
+    func testManyConcurrentRequestsEachCompleteOnce() async throws {
+        let manager = makeManager(timeout: 60, transport: .curl)
+        let total = 500
+        let finished = CallCounter()
+        let failures = CallCounter()
+        let all = OnceBox<Void>()
+        for index in 0..<total {
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get?i=\(index)")), completionHandler: { _, object, error in
+                if error != nil || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index) { failures.increment() }
+                finished.increment()
+                if finished.count == total { all.resolve(()) }
+            }))
+        }
+        try await all.value(timeout: 120, file: #filePath, line: #line)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        XCTAssertEqual(finished.count, total)
+        XCTAssertEqual(failures.count, 0)
+        XCTAssertLessThan(server.connectionCount, total, "connections are reused")
+    }
+}
+
+/// The curl transport over TLS: the policy decides in the handshake, and a refused server receives no request.
+final class CurlPinningTests: XCTestCase {
+    private var server: LoopbackServer!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        server = try await LoopbackServer.start(tls: TestCertificates.localhost)
+    }
+
+    override func tearDown() async throws {
+        try await server?.shutdown()
+        try await super.tearDown()
+    }
+
+    private func manager(_ policy: SecurityPolicy) -> HTTPSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        manager.securityPolicy = policy
+        return manager
+    }
+
+    private func der(_ name: String) throws -> Data {
+        try TestCertificates.derCertificate(at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
+    }
+
+    func testPinnedRootCertificatePasses() async throws {
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("root-ca")])
+        policy.allowInvalidCertificates = true  // the test root is not a system root: the pin is the trust
+        let result = try await manager(policy).get("/get")
+        XCTAssertEqual(result.statusCode, 200)
+        XCTAssertEqual(server.requests.count, 1)
+        XCTAssertEqual(server.requests.first?.isTLS, true)
+    }
+
+    func testPublicKeyHashPinPasses() async throws {
+        let leaf = try Certificate.certificates(fromPEM: try Data(contentsOf: TestCertificates.localhost.chainFile))[0]
+        let policy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", leaf.publicKeyPin])
+        policy.allowInvalidCertificates = true
+        let result = try await manager(policy).get("/get")
+        XCTAssertEqual(result.statusCode, 200)
+    }
+
+    func testWrongPinsSendNoRequestBytes() async throws {
+        let wrongCertificate = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("untrusted-root")])
+        wrongCertificate.allowInvalidCertificates = true
+        let wrongKey = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        wrongKey.allowInvalidCertificates = true
+        let untrustedRoot = SecurityPolicy.default  // the system store does not know the test root
+        for policy in [wrongCertificate, wrongKey, untrustedRoot] {
+            do {
+                _ = try await manager(policy).get("/get", headers: ["Cookie": "secret=1"])
+                XCTFail("a failed policy must refuse the server")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .serverCertificateUntrusted, "\(error)")
+                XCTAssertNotNil((error as? URLError)?.failingURL)
+            }
+        }
+        XCTAssertTrue(server.requests.isEmpty, "a refused handshake sends no request: no headers, no cookies, no body")
+    }
+
+    func testFoundationTransportRefusesAPolicyItCannotEnforce() async throws {
+        let policy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        let manager = manager(policy)
+        manager.transport = .foundation
+        do {
+            _ = try await manager.get("/get")
+            XCTFail("must refuse")
+        } catch {
+            XCTAssertEqual((error as NSError).code, SessionKitError.Code.policyNotEnforceable.rawValue)
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
+    func testPinningPolicyRefusesPlainHTTP() async throws {
+        let plain = try await LoopbackServer.start()
+        defer { Task { try? await plain.shutdown() } }
+        let manager = HTTPSessionManager(baseURL: plain.baseURL)
+        manager.transport = .curl
+        manager.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        do {
+            _ = try await manager.get("/get")
+            XCTFail("must refuse")
+        } catch {
+            XCTAssertEqual((error as NSError).code, SessionKitError.Code.policyNotEnforceable.rawValue)
+        }
+        XCTAssertTrue(plain.requests.isEmpty)
+    }
+}
