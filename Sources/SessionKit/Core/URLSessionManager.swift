@@ -495,7 +495,28 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
 
         if transport == .curl, registry === self.registry {
-            let context = CurlURLProtocol.Context(policy: policy, idleTimeout: sessionConfiguration.timeoutIntervalForRequest)
+            let configuration = sessionConfiguration
+            var headers: [String: String] = [:]
+            for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
+                if let name = name.base as? String, let value = value as? String { headers[name] = value }
+            }
+            let operationQueue = self.operationQueue
+            let overrides = self.overrides
+            let registry = self.registry
+            let session = sessionState.read { $0.session }
+            let context = CurlURLProtocol.Context(
+                policy: policy, idleTimeout: configuration.timeoutIntervalForRequest, additionalHeaders: headers,
+                cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
+                maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost,
+                uploadProgress: { [weak task] sent, expected in
+                    // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves,
+                    // on the delegate queue, as URLSession would.
+                    operationQueue.addOperation {
+                        guard let task else { return }
+                        if let session { overrides.read { $0.taskDidSendBodyData }?(session, task, 0, sent, expected) }
+                        registry.delegate(for: task)?.didSendBodyData(totalBytesSent: sent, totalBytesExpectedToSend: expected)
+                    }
+                })
             CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = context }
         }
         let settings = self.settings.wrappedValue

@@ -19,23 +19,33 @@ final class CurlEngine: @unchecked Sendable {
     private let pending = Protected<[Operation]>([])
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
-    private static let engines = Protected<[ObjectIdentifier: CurlEngine]>([:])
+    private struct Key: Hashable {
+        let policy: ObjectIdentifier
+        let maximumConnectionsPerHost: Int
+    }
 
-    /// The engine of `policy`, created on first use.
-    static func engine(for policy: SecurityPolicy) -> CurlEngine? {
-        engines.write { engines in
-            if let engine = engines[ObjectIdentifier(policy)] { return engine }
-            guard let engine = CurlEngine() else { return nil }
-            engines[ObjectIdentifier(policy)] = engine
+    private static let engines = Protected<[Key: CurlEngine]>([:])
+
+    /// The engine of `policy` with this many connections per host at most (0: no limit), created on first use.
+    static func engine(for policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> CurlEngine? {
+        let key = Key(policy: ObjectIdentifier(policy), maximumConnectionsPerHost: maximumConnectionsPerHost)
+        return engines.write { engines in
+            if let engine = engines[key] { return engine }
+            guard let engine = CurlEngine(maximumConnectionsPerHost: maximumConnectionsPerHost) else { return nil }
+            engines[key] = engine
             return engine
         }
     }
 
-    private init?() {
+    private init?(maximumConnectionsPerHost: Int) {
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
         guard let multi = curl_multi_init() else { return nil }
         self.multi = multi
+        // libcurl's default connection cache shrinks with the handles attached: keep plenty of idle connections.
         _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 256)
+        if maximumConnectionsPerHost > 0 {
+            _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
+        }
         let thread = Thread { [unowned self] in self.run() }
         thread.name = "com.sessionkit.curl"
         thread.start()

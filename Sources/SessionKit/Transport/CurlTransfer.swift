@@ -19,9 +19,12 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// What the transfer reports, on the engine thread.
     struct Events {
-        var response: (HTTPURLResponse) -> Void
+        /// The response head, with its header lines as received (repeated fields kept apart, for cookies).
+        var response: (HTTPURLResponse, [(String, String)]) -> Void
         var data: (Data) -> Void
         var completion: (Error?) -> Void
+        /// Body bytes sent so far, and the body's size (-1 unknown).
+        var uploadProgress: (Int64, Int64) -> Void
     }
 
     let easy: UnsafeMutableRawPointer
@@ -42,6 +45,7 @@ final class CurlTransfer: @unchecked Sendable {
     private var lastActivity = Date()
     private var lastProgress: (Int64, Int64) = (0, 0)
     private var timedOut = false
+    private var uploadLength: Int64 = -1
 
     init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
@@ -71,6 +75,7 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
         if let body = request.httpBody {
+            uploadLength = Int64(body.count)
             _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             _ = body.withUnsafeBytes { raw in
                 sk_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
@@ -134,6 +139,9 @@ final class CurlTransfer: @unchecked Sendable {
         guard let userdata else { return 1 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         let now = Date()
+        if Int64(sent) != transfer.lastProgress.1 {
+            transfer.events.uploadProgress(Int64(sent), transfer.uploadLength)
+        }
         if (Int64(received), Int64(sent)) != transfer.lastProgress {
             transfer.lastProgress = (Int64(received), Int64(sent))
             transfer.lastActivity = now
@@ -219,7 +227,7 @@ final class CurlTransfer: @unchecked Sendable {
             fields[key] = fields[key].map { "\($0), \(value)" } ?? value
         }
         if let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) {
-            events.response(response)
+            events.response(response, headerFields)
         }
     }
 

@@ -18,6 +18,14 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let policy: SecurityPolicy
         /// The session configuration's `timeoutIntervalForRequest`.
         let idleTimeout: TimeInterval
+        /// The session configuration's `httpAdditionalHeaders` (URLSession does not merge them for a protocol).
+        let additionalHeaders: [String: String]
+        /// Where cookies are read and stored, nil when the configuration does not handle cookies.
+        let cookieStorage: HTTPCookieStorage?
+        /// The session configuration's `httpMaximumConnectionsPerHost`.
+        let maximumConnectionsPerHost: Int
+        /// Reports body bytes sent (sent, expected) to the task's delegate.
+        let uploadProgress: @Sendable (Int64, Int64) -> Void
     }
 
     /// The context of each task that runs on this transport, by task identity (per-task configuration cannot
@@ -54,8 +62,25 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let context = task.flatMap { task in Self.contexts.read { $0[ObjectIdentifier(task)] } }
         let policy = context?.policy ?? SecurityPolicy.default
         let idleTimeout = min(request.timeoutInterval, context?.idleTimeout ?? request.timeoutInterval)
+        var request = self.request
+        for (field, value) in context?.additionalHeaders ?? [:] where request.value(forHTTPHeaderField: field) == nil {
+            request.setValue(value, forHTTPHeaderField: field)
+        }
+        let cookieStorage = request.httpShouldHandleCookies ? context?.cookieStorage : nil
+        if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
+           let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty {
+            for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) { request.setValue(value, forHTTPHeaderField: field) }
+        }
+        let uploadProgress = context?.uploadProgress
         let events = CurlTransfer.Events(
-            response: { [weak self] response in
+            response: { [weak self] response, lines in
+                if let cookieStorage, let url = response.url {
+                    let setCookies = lines.filter { $0.0.caseInsensitiveCompare("Set-Cookie") == .orderedSame }
+                    for (_, value) in setCookies {
+                        let cookies = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
+                        cookieStorage.setCookies(cookies, for: url, mainDocumentURL: nil)
+                    }
+                }
                 self?.onClientQueue { me in me.client?.urlProtocol(me, didReceive: response, cacheStoragePolicy: .notAllowed) }
             },
             data: { [weak self] data in
@@ -69,8 +94,9 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                         me.client?.urlProtocolDidFinishLoading(me)
                     }
                 }
-            })
-        guard let engine = CurlEngine.engine(for: policy),
+            },
+            uploadProgress: { sent, expected in uploadProgress?(sent, expected) })
+        guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
               let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, events: events)
         else {
             client?.urlProtocol(self, didFailWithError: URLError(.unknown, userInfo: [

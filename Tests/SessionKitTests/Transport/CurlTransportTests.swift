@@ -53,6 +53,48 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last?.body, body)
     }
 
+    func testConfigurationHeadersCookiesAndUploadProgress() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-Config": "yes"]
+        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        _ = try await manager.get("/headers")
+        XCTAssertEqual(server.requests.last?.header("X-Config"), "yes")
+        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        _ = try await manager.get("/cookies/set", parameters: ["flavour": "oat"])
+        _ = try await manager.get("/cookies")
+        XCTAssertEqual(server.requests.last?.header("Cookie"), "flavour=oat", "a cookie set by the server is sent back")
+
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
+        let last = LockedBox<Double>(0)
+        let error: Error? = try await awaitCallback { done in
+            manager.resume(manager.uploadTask(with: request, from: Data(count: 2_000_000), progress: { last.wrappedValue = $0.fractionCompleted },
+                                              completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertNil(error)
+        XCTAssertEqual(last.wrappedValue, 1.0, accuracy: 0.0001)
+    }
+
+    func testMaximumConnectionsPerHost() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpMaximumConnectionsPerHost = 2
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        let total = 40
+        let finished = CallCounter()
+        let all = OnceBox<Void>()
+        for _ in 0..<total {
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/0.05")), completionHandler: { _, _, _ in
+                finished.increment()
+                if finished.count == total { all.resolve(()) }
+            }))
+        }
+        try await all.value(timeout: 60, file: #filePath, line: #line)
+        XCTAssertLessThanOrEqual(server.connectionCount, 2)
+    }
+
     func testTasksTheTransportDoesNotRunYetFailClearly() async throws {
         let manager = makeManager(transport: .curl)
         let error: Error? = try await awaitCallback { done in
