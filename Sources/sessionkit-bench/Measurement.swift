@@ -61,19 +61,21 @@ enum Measurement {
             }
             if let error { throw error }
             bytes = fileSize(destination)
-        case (.sessionKit, .sequential), (.sessionKit, .soak):
-            let manager = makeManager()
+        case (.sessionKit, .sequential), (.sessionKit, .soak), (.sessionKitCurl, .sequential), (.sessionKitCurl, .soak):
+            let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
             for index in 0..<count {
                 try await sessionKitGet(manager, url)
                 if scenario == .soak { reportRSS(index, count) }
             }
-        case (.sessionKit, .concurrent64):
-            let manager = makeManager()
+        case (.sessionKit, .concurrent64), (.sessionKitCurl, .concurrent64):
+            let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
             try await concurrently(count: count, inFlight: 64) { done in
                 manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in done(error) }))
             }
         case (.sessionKit, .download100MiB):
             bytes = try await sessionKitDownload(makeManager(), url)
+        case (.sessionKitCurl, .download100MiB):
+            throw BenchError("downloads do not run on the curl transport yet")
         }
         let elapsed = Date().timeIntervalSince(started)
         let rate = scenario == .download100MiB ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
@@ -95,8 +97,9 @@ enum Measurement {
         return configuration
     }
 
-    static func makeManager() -> URLSessionManager {
+    static func makeManager(transport: Transport = .foundation) -> URLSessionManager {
         let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = transport
         manager.responseSerializer = HTTPResponseSerializer()
         return manager
     }

@@ -113,6 +113,34 @@ struct Demo {
             let response = error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse
             print("   \(error.localizedDescription) (status \(response?.statusCode ?? 0), code \(error.code))")
         }
+
+        // 7. HTTPS with a pinned certificate, on SessionKit's own curl transport.
+        step(7, "HTTPS, certificate pinned in the TLS handshake (curl transport)")
+        let tls = try await LoopbackServer.start(tls: TestCertificates.localhost)
+        defer { Task { try? await tls.shutdown() } }
+        let root = try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
+        let pinned = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [root])
+        pinned.allowInvalidCertificates = true  // the demo's root is not a system root: the pin is the trust anchor
+        let secure = HTTPSessionManager(baseURL: tls.baseURL)
+        secure.transport = .curl
+        secure.securityPolicy = pinned
+        let pinnedResult = try await secure.get("get", parameters: ["pinned": "yes"])
+        print("   \(tls.baseURL.absoluteString): status \(pinnedResult.statusCode) with the pinned root "
+            + "(\(try Certificate(der: root).subject))")
+
+        let wrong = HTTPSessionManager(baseURL: tls.baseURL)
+        wrong.transport = .curl
+        wrong.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        wrong.securityPolicy.allowInvalidCertificates = true
+        let before = tls.requestCount
+        do {
+            _ = try await wrong.get("get", headers: ["Cookie": "session=secret"])
+            throw DemoError("a wrong pin must be refused")
+        } catch let error as URLError where error.code == .serverCertificateUntrusted {
+            print("   a wrong pin is refused: \(error.localizedDescription) (URLError \(error.code.rawValue))")
+            print("   requests the server received for it: \(tls.requestCount - before) (no headers, no cookie sent)")
+            guard tls.requestCount == before else { throw DemoError("the refused request reached the server") }
+        }
     }
 
     // MARK: - Printing
