@@ -79,6 +79,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             let remaining = parts.count > 1 ? Int(parts[1]) ?? 1 : 1
             let location = remaining <= 1 ? "/get" : "/redirect/\(remaining - 1)"
             redirect(context, request, to: location, status: .found)
+        case "redirect-loop":
+            redirect(context, request, to: "/redirect-loop", status: .found)
         case "redirect-to":
             let status = HTTPResponseStatus(statusCode: Int(request.query["status_code"] ?? "") ?? 302)
             redirect(context, request, to: request.query["url"] ?? "/get", status: status)

@@ -508,6 +508,13 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 policy: policy, idleTimeout: configuration.timeoutIntervalForRequest, additionalHeaders: headers,
                 cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
                 maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost,
+                redirect: { [weak task] response, request in
+                    // Called on URLSession's work queue, once per redirect of this task.
+                    guard let task, let session, let decide = overrides.read({ $0.taskWillPerformHTTPRedirection }) else {
+                        return request
+                    }
+                    return decide(session, task, response, request)
+                },
                 uploadProgress: { [weak task] sent, expected in
                     // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves,
                     // on the delegate queue, as URLSession would.

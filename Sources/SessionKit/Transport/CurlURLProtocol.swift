@@ -24,6 +24,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let cookieStorage: HTTPCookieStorage?
         /// The session configuration's `httpMaximumConnectionsPerHost`.
         let maximumConnectionsPerHost: Int
+        /// The manager's redirect decision: the request to follow, or nil to stop and deliver the 3xx.
+        let redirect: (HTTPURLResponse, URLRequest) -> URLRequest?
         /// Reports body bytes sent (sent, expected) to the task's delegate.
         let uploadProgress: @Sendable (Int64, Int64) -> Void
     }
@@ -59,19 +61,29 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
 
     override func startLoading() {
         queue = sk_dispatch_current_queue()
-        let context = task.flatMap { task in Self.contexts.read { $0[ObjectIdentifier(task)] } }
-        let policy = context?.policy ?? SecurityPolicy.default
-        let idleTimeout = min(request.timeoutInterval, context?.idleTimeout ?? request.timeoutInterval)
+        context = task.flatMap { task in Self.contexts.read { $0[ObjectIdentifier(task)] } }
         var request = self.request
         for (field, value) in context?.additionalHeaders ?? [:] where request.value(forHTTPHeaderField: field) == nil {
             request.setValue(value, forHTTPHeaderField: field)
         }
+        start(request)
+    }
+
+    private var context: Context?
+    private var redirects = RedirectState()
+
+    /// Runs `request` (the first one, or the next of a redirect chain) on the engine of the task's policy.
+    private func start(_ request: URLRequest) {
+        let policy = context?.policy ?? SecurityPolicy.default
+        let idleTimeout = min(request.timeoutInterval, context?.idleTimeout ?? request.timeoutInterval)
+        var request = request
         let cookieStorage = request.httpShouldHandleCookies ? context?.cookieStorage : nil
         if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
            let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty {
             for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) { request.setValue(value, forHTTPHeaderField: field) }
         }
         let uploadProgress = context?.uploadProgress
+        let redirect = LockedRedirect()
         let events = CurlTransfer.Events(
             response: { [weak self] response, lines in
                 if let cookieStorage, let url = response.url {
@@ -81,15 +93,23 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                         cookieStorage.setCookies(cookies, for: url, mainDocumentURL: nil)
                     }
                 }
+                if RedirectState.isRedirect(response.statusCode), response.value(forHTTPHeaderField: "Location") != nil {
+                    redirect.response = response  // decided when the transfer ends; its body is not delivered
+                    return
+                }
                 self?.onClientQueue { me in me.client?.urlProtocol(me, didReceive: response, cacheStoragePolicy: .notAllowed) }
             },
             data: { [weak self] data in
+                guard redirect.response == nil else { return }
                 self?.onClientQueue { me in me.client?.urlProtocol(me, didLoad: data) }
             },
             completion: { [weak self] error in
+                let redirectResponse = redirect.response
                 self?.onClientQueue { me in
                     if let error {
                         me.client?.urlProtocol(me, didFailWithError: error)
+                    } else if let redirectResponse {
+                        me.followRedirect(redirectResponse, from: request)
                     } else {
                         me.client?.urlProtocolDidFinishLoading(me)
                     }
@@ -110,6 +130,31 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             $0.engine = engine
         }
         engine.add(transfer)
+    }
+
+    /// A 3xx ended: ask the manager's redirect closure, then follow, or deliver the 3xx as the response.
+    private func followRedirect(_ response: HTTPURLResponse, from request: URLRequest) {
+        switch redirects.next(after: response, to: request) {
+        case .failure(let error):
+            client?.urlProtocol(self, didFailWithError: error)
+        case .success(let proposed):
+            if let next = context?.redirect(response, proposed) {
+                start(next)
+            } else {
+                client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+                client?.urlProtocolDidFinishLoading(self)
+            }
+        }
+    }
+
+    /// The redirect response of one transfer, set on the engine thread and read on URLSession's queue after it.
+    private final class LockedRedirect: @unchecked Sendable {
+        // @unchecked Sendable: `storage` is a `Protected` box.
+        private let storage = Protected<HTTPURLResponse?>(nil)
+        var response: HTTPURLResponse? {
+            get { storage.wrappedValue }
+            set { storage.wrappedValue = newValue }
+        }
     }
 
     override func stopLoading() {

@@ -95,6 +95,43 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertLessThanOrEqual(server.connectionCount, 2)
     }
 
+    func testRedirectsFollowLimitCycleAndTheManagersClosure() async throws {
+        let manager = makeManager(transport: .curl)
+        let followed = try await manager.get("/redirect/3")
+        XCTAssertEqual(followed.response.url?.path, "/get")
+        XCTAssertEqual(server.requests.map(\.uri), ["/redirect/3", "/redirect/2", "/redirect/1", "/get"])
+        for path in ["/redirect/20", "/redirect-loop"] {
+            do {
+                _ = try await manager.get(path)
+                XCTFail("\(path) must fail")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .httpTooManyRedirects, "\(path): \(error)")
+            }
+        }
+        let seen = LockedBox<[String]>([])
+        manager.taskWillPerformHTTPRedirection = { _, _, _, request in
+            seen.write { $0.append(request.url?.path ?? "") }
+            return nil
+        }
+        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        let stopped = try await manager.get("/redirect/2")
+        XCTAssertEqual(stopped.statusCode, 302)
+        XCTAssertEqual(seen.wrappedValue, ["/redirect/1"])
+    }
+
+    func testRedirectToAnotherOriginDropsCredentials() async throws {
+        let other = try await LoopbackServer.start()
+        defer { Task { try? await other.shutdown() } }
+        let manager = makeManager(transport: .curl)
+        manager.requestSerializer.setAuthorizationHeaderField(username: "u", password: "p")
+        _ = try await manager.get("/redirect-to", parameters: ["url": other.url("/get").absoluteString],
+                                  headers: ["Cookie": "secret=1"])
+        XCTAssertNotNil(server.requests.last?.header("Authorization"))
+        let arrived = try XCTUnwrap(other.requests.last)
+        XCTAssertNil(arrived.header("Authorization"))
+        XCTAssertNil(arrived.header("Cookie"))
+    }
+
     func testTasksTheTransportDoesNotRunYetFailClearly() async throws {
         let manager = makeManager(transport: .curl)
         let error: Error? = try await awaitCallback { done in
@@ -204,6 +241,20 @@ final class CurlPinningTests: XCTestCase {
             }
         }
         XCTAssertTrue(server.requests.isEmpty, "a refused handshake sends no request: no headers, no cookies, no body")
+    }
+
+    func testRedirectFromHTTPSToHTTPIsRefused() async throws {
+        let plain = try await LoopbackServer.start()
+        defer { Task { try? await plain.shutdown() } }
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("root-ca")])
+        policy.allowInvalidCertificates = true
+        do {
+            _ = try await manager(policy).get("/redirect-to", parameters: ["url": plain.url("/get").absoluteString])
+            XCTFail("must refuse")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .appTransportSecurityRequiresSecureConnection, "\(error)")
+        }
+        XCTAssertTrue(plain.requests.isEmpty)
     }
 
     func testFoundationTransportRefusesAPolicyItCannotEnforce() async throws {

@@ -1,0 +1,68 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The redirect chain of one request on the curl transport, as a value: it turns a 3xx response into the next
+/// request (or the reason to stop), with a limit, cycle detection, the method rules, header stripping across
+/// origins, and https → http refused.
+struct RedirectState {
+    /// At most this many redirects per request.
+    static let limit = 16
+
+    private(set) var count = 0
+    private var visited: Set<String> = []
+
+    /// Whether `statusCode` is a redirect that carries a `Location`.
+    static func isRedirect(_ statusCode: Int) -> Bool {
+        [301, 302, 303, 307, 308].contains(statusCode)
+    }
+
+    /// The request to send after `response` to `request`, or the error that ends the chain.
+    mutating func next(after response: HTTPURLResponse, to request: URLRequest) -> Result<URLRequest, URLError> {
+        guard let current = request.url else { return .failure(URLError(.badURL)) }
+        func failure(_ code: URLError.Code, _ reason: String) -> Result<URLRequest, URLError> {
+            .failure(URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: current,
+                                               NSURLErrorFailingURLStringErrorKey: current.absoluteString]))
+        }
+        guard let location = response.value(forHTTPHeaderField: "Location"),
+              let target = URL(string: location, relativeTo: current)?.absoluteURL,
+              ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+        else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
+        if current.scheme?.lowercased() == "https" && target.scheme?.lowercased() == "http" {
+            return failure(.appTransportSecurityRequiresSecureConnection, "A redirect from https to http is refused.")
+        }
+        count += 1
+        guard count <= Self.limit else { return failure(.httpTooManyRedirects, "More than \(Self.limit) redirects.") }
+        visited.insert(Self.key(request))
+
+        var next = request
+        next.url = target
+        let method = (request.httpMethod ?? "GET").uppercased()
+        let keepsMethod = [307, 308].contains(response.statusCode) || (method == "GET" || method == "HEAD")
+        if !keepsMethod || (response.statusCode == 303 && method != "HEAD") {
+            next.httpMethod = "GET"
+            next.httpBody = nil
+            next.httpBodyStream = nil
+            next.setValue(nil, forHTTPHeaderField: "Content-Type")
+            next.setValue(nil, forHTTPHeaderField: "Content-Length")
+        }
+        if Self.origin(of: target) != Self.origin(of: current) {
+            next.setValue(nil, forHTTPHeaderField: "Authorization")
+            next.setValue(nil, forHTTPHeaderField: "Cookie")
+        }
+        guard !visited.contains(Self.key(next)) else { return failure(.httpTooManyRedirects, "The redirects form a cycle.") }
+        return .success(next)
+    }
+
+    private static func key(_ request: URLRequest) -> String {
+        "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")"
+    }
+
+    private static func origin(of url: URL) -> String {
+        let scheme = url.scheme?.lowercased() ?? ""
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    }
+}
