@@ -35,6 +35,9 @@ enum FuzzTarget: String, CaseIterable {
          { try SecureArchive.unarchive(CompoundResponseSerializer.self, from: $0) }),
         (SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
          { try SecureArchive.unarchive(SecurityPolicy.self, from: $0) }),
+        (HTTPRequestSerializer(), { try SecureArchive.unarchive(HTTPRequestSerializer.self, from: $0) }),
+        (HTTPResponseSerializer(), { try SecureArchive.unarchive(HTTPResponseSerializer.self, from: $0) }),
+        (XMLParserResponseSerializer(), { try SecureArchive.unarchive(XMLParserResponseSerializer.self, from: $0) }),
     ]
 
     /// Writes one seed per archivable class to `directory` (`sessionkit-fuzz --write-archive-seeds DIR`).
