@@ -47,6 +47,8 @@ final class TaskDelegate: @unchecked Sendable {
     private let lock = NSLock()
     private var lifecycle = TaskLifecycle()
     private var body = Data()
+    /// For a download run as a data task (curl transport): the body goes to this file instead of memory.
+    private let bodyFile: BodyFile?
 
     /// Creates the delegate of `task`.
     ///
@@ -70,6 +72,7 @@ final class TaskDelegate: @unchecked Sendable {
         bodyStream: InputStream?,
         uploadLength: Int64?,
         forcedError: NSError?,
+        streamsBodyToFile: Bool = false,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
@@ -80,6 +83,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.destination = destination
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
+        self.bodyFile = streamsBodyToFile ? BodyFile() : nil
         self.completion = completion
         self.uploadProgress = Progress(totalUnitCount: -1)
         self.downloadProgress = Progress(totalUnitCount: -1)
@@ -112,10 +116,14 @@ final class TaskDelegate: @unchecked Sendable {
     func didReceive(data: Data) {
         let accepted: Bool = lock.withLock {
             guard lifecycle.acceptsData else { return false }
-            body.append(data)
+            if bodyFile == nil { body.append(data) }
             return true
         }
         guard accepted else { return }
+        if let bodyFile, !bodyFile.append(data) {
+            task.cancel()  // the disk refused the bytes: the completion reports the write error
+            return
+        }
         let completed = downloadProgress.completedUnitCount + Int64(data.count)
         // A decoded (gzip) body outgrows the length on the wire: the total is then unknown until the end.
         if downloadProgress.totalUnitCount > 0 && completed > downloadProgress.totalUnitCount {
@@ -180,6 +188,16 @@ final class TaskDelegate: @unchecked Sendable {
     /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
     /// `Notification.Name.sessionKitTaskDidComplete` on the completion queue.
     func didComplete(error: Error?) {
+        var error = error
+        if let bodyFile {
+            // A download streamed by this delegate: finish the file and move it as URLSession would.
+            if let writeError = bodyFile.close() {
+                error = SessionKitError.session(.cannotMoveDownloadedFile, "The download could not be written: \(writeError)", underlying: writeError)
+            } else if error == nil {
+                didFinishDownloading(to: bodyFile.url, override: nil)
+            }
+            bodyFile.remove()
+        }
         let (action, data): (TaskLifecycle.CompletionAction, Data) = lock.withLock {
             let action = lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
             let data = body
@@ -250,5 +268,44 @@ final class TaskDelegate: @unchecked Sendable {
         if let error = outcome.error { userInfo[SessionKitNotificationKey.error] = error }
         if let object = outcome.object { userInfo[SessionKitNotificationKey.serializedResponse] = object }
         return userInfo
+    }
+}
+
+/// The temporary file a download run as a data task is written to, chunk by chunk, on the delegate queue.
+final class BodyFile: @unchecked Sendable {
+    // @unchecked Sendable: used on the session's serial delegate queue only.
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-download-\(UUID().uuidString)")
+    private var handle: FileHandle?
+    private var error: Error?
+
+    /// Writes `data` at the end of the file; false once writing failed.
+    func append(_ data: Data) -> Bool {
+        guard error == nil else { return false }
+        do {
+            if handle == nil {
+                guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+                    throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+                }
+                handle = try FileHandle(forWritingTo: url)
+            }
+            try handle?.write(contentsOf: data)
+            return true
+        } catch {
+            self.error = error
+            return false
+        }
+    }
+
+    /// Closes the file (creating it empty if no byte came) and returns the write error, if any.
+    func close() -> Error? {
+        if handle == nil && error == nil { _ = append(Data()) }
+        try? handle?.close()
+        handle = nil
+        return error
+    }
+
+    /// Deletes the file if it is still there (not moved to a destination).
+    func remove() {
+        try? FileManager.default.removeItem(at: url)
     }
 }

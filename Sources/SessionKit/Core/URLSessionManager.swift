@@ -454,6 +454,13 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             request.httpBody = data
             source = .data(request)
         }
+        // Download tasks return no file through a URLProtocol on Linux: under curl a download is a data task whose
+        // per-task delegate streams the body to a file.
+        var streamsBodyToFile = false
+        if transport == .curl, case .download(let request) = source {
+            source = .data(request)
+            streamsBodyToFile = true
+        }
         if case .uploadStream(var request) = source, request.value(forHTTPHeaderField: "Content-Length") != nil {
             // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
             // servers answer 400. The length still sizes the upload progress.
@@ -536,7 +543,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             task: task, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
             destination: destination, bodyStream: Self.bodyStream(of: source),
-            uploadLength: uploadLength, forcedError: forcedError,
+            uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             control: control, completion: completion)
         registry.add(delegate)
         return task
@@ -564,8 +571,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             switch source {
             case .uploadFile, .uploadStream:
                 return SessionKitError.session(.notSupportedByTransport, "Uploads from files and streams do not run on the curl transport yet; upload from Data or use Transport.foundation.")
-            case .download:
-                return SessionKitError.session(.notSupportedByTransport, "Download tasks do not run on the curl transport yet; use a data task or Transport.foundation.")
             default:
                 break
             }

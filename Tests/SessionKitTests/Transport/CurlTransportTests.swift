@@ -132,10 +132,39 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertNil(arrived.header("Cookie"))
     }
 
+    func testDownloadIsStreamedToTheDestinationWithProgress() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-curl-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let last = LockedBox<Double>(0)
+        let outcome: (URL?, Error?) = try await awaitCallback { done in
+            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/3000000?seed=4")),
+                                                progress: { last.wrappedValue = $0.fractionCompleted },
+                                                destination: { _, _ in destination },
+                                                completionHandler: { _, url, error in done((url, error)) }))
+        }
+        XCTAssertNil(outcome.1)
+        XCTAssertEqual(outcome.0, destination)
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: 3_000_000, seed: 4))
+        XCTAssertEqual(last.wrappedValue, 1.0, accuracy: 0.0001)
+        let failed: Error? = try await awaitCallback { done in
+            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/status/404")),
+                                                destination: { _, _ in destination.appendingPathExtension("404") },
+                                                completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertEqual((failed as NSError?)?.code, URLError.badServerResponse.rawValue)
+        try? FileManager.default.removeItem(at: destination.appendingPathExtension("404"))
+    }
+
     func testTasksTheTransportDoesNotRunYetFailClearly() async throws {
         let manager = makeManager(transport: .curl)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-curl-up-\(UUID().uuidString)")
+        try Data("x".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/10")), completionHandler: { _, _, error in done(error) }))
+            manager.resume(manager.uploadTask(with: request, fromFile: file, completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertEqual((error as NSError?)?.code, SessionKitError.Code.notSupportedByTransport.rawValue)
         XCTAssertEqual(server.requestCount, 0)
