@@ -461,16 +461,26 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             source = .data(request)
             streamsBodyToFile = true
         }
-        if case .uploadStream(var request) = source, request.value(forHTTPHeaderField: "Content-Length") != nil {
-            // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
-            // servers answer 400. The length still sizes the upload progress.
-            request.setValue(nil, forHTTPHeaderField: "Content-Length")
-            source = .uploadStream(request)
-        }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
             source = .refused(
                 SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
                 download: false)
+        }
+        // Under curl, file and stream uploads are data tasks whose body stream the transport reads, with an exact
+        // Content-Length when it is known.
+        if transport == .curl, case .uploadFile(var request, let fileURL) = source {
+            request.httpBodyStream = InputStream(url: fileURL)
+            if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+            source = .data(request)
+        } else if transport == .curl, case .uploadStream(let request) = source {
+            source = .data(request)
+        }
+        if transport == .foundation, case .uploadStream(var request) = source,
+           request.value(forHTTPHeaderField: "Content-Length") != nil {
+            // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
+            // servers answer 400. The length still sizes the upload progress.
+            request.setValue(nil, forHTTPHeaderField: "Content-Length")
+            source = .uploadStream(request)
         }
         // Created under the session lock: URLSession stops the process when a task is created in a session that
         // another thread has just invalidated.
@@ -568,12 +578,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                     "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl.")
             }
         case .curl:
-            switch source {
-            case .uploadFile, .uploadStream:
-                return SessionKitError.session(.notSupportedByTransport, "Uploads from files and streams do not run on the curl transport yet; upload from Data or use Transport.foundation.")
-            default:
-                break
-            }
+            break
         }
         return nil
     }

@@ -34,8 +34,6 @@ public enum SessionKitError {
         /// The manager's security policy cannot be enforced for this request (Foundation transport, or plain http
         /// with pins).
         case policyNotEnforceable = 4
-        /// The transport does not run this kind of task yet.
-        case notSupportedByTransport = 5
     }
 
     /// Builds an error of ``sessionDomain``.

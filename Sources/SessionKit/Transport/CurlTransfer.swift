@@ -46,6 +46,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var lastProgress: (Int64, Int64) = (0, 0)
     private var timedOut = false
     private var uploadLength: Int64 = -1
+    private var bodyStream: InputStream?
+    private var bodyStreamFailed = false
 
     init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
@@ -74,6 +76,15 @@ final class CurlTransfer: @unchecked Sendable {
         } else if method != "GET" {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
+        if request.httpBody == nil, let stream = request.httpBodyStream {
+            bodyStream = stream
+            let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
+            uploadLength = length ?? -1
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+            if let length { _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)) }
+            _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, Self.readCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, Unmanaged.passUnretained(self).toOpaque())
+        }
         if let body = request.httpBody {
             uploadLength = Int64(body.count)
             _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
@@ -82,8 +93,8 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for (field, value) in request.allHTTPHeaderFields ?? [:] {
-            list = curl_slist_append(list, "\(field): \(value)")
+        for (field, value) in request.allHTTPHeaderFields ?? [:] where field.caseInsensitiveCompare("Content-Length") != .orderedSame {
+            list = curl_slist_append(list, "\(field): \(value)")  // libcurl writes Content-Length itself
         }
         // curl adds these on its own; an empty value removes them unless the request set them.
         for field in ["Expect", "Accept"] where request.value(forHTTPHeaderField: field) == nil {
@@ -132,6 +143,21 @@ final class CurlTransfer: @unchecked Sendable {
         transfer.deliverResponseIfNeeded()
         transfer.events.data(Data(bytes: buffer, count: length))
         return length
+    }
+
+    /// Feeds the request body from its stream (opened on the first read). Reading happens on the engine thread.
+    private static let readCallback: sk_curl_data_callback = { buffer, size, count, userdata in
+        guard let buffer, let userdata else { return 0x1000_0000 }  // CURL_READFUNC_ABORT
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        guard let stream = transfer.bodyStream else { return 0 }
+        if stream.streamStatus == .notOpen { stream.open() }
+        let read = buffer.withMemoryRebound(to: UInt8.self, capacity: size * count) { stream.read($0, maxLength: size * count) }
+        if read < 0 {
+            transfer.bodyStreamFailed = true
+            return 0x1000_0000
+        }
+        if read == 0 { stream.close() }
+        return read
     }
 
     /// Called at least once a second: ends a transfer that has been idle for longer than its timeout.
@@ -258,6 +284,10 @@ final class CurlTransfer: @unchecked Sendable {
         if isTLS && policyEvaluated && !policyAccepted {
             return URLError(.serverCertificateUntrusted, userInfo: userInfo.merging(
                 [NSLocalizedDescriptionKey: "The server's certificate chain does not pass the security policy."]) { $1 })
+        }
+        if bodyStreamFailed {
+            return URLError(.cannotDecodeRawData, userInfo: userInfo.merging(
+                [NSLocalizedDescriptionKey: "The request body stream failed: \(bodyStream?.streamError.map { "\($0)" } ?? "read error")"]) { $1 })
         }
         if timedOut {
             return URLError(.timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })

@@ -156,18 +156,42 @@ final class CurlTransportTests: LoopbackTestCase {
         try? FileManager.default.removeItem(at: destination.appendingPathExtension("404"))
     }
 
-    func testTasksTheTransportDoesNotRunYetFailClearly() async throws {
+    func testFileStreamAndMultipartUploadsWithExactLength() async throws {
         let manager = makeManager(transport: .curl)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-curl-up-\(UUID().uuidString)")
-        try Data("x".utf8).write(to: file)
+        let body = ByteGenerator.bytes(count: 700_000, seed: 8)
+        try body.write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         var request = URLRequest(url: server.url("/post"))
         request.httpMethod = "POST"
+        let last = LockedBox<Double>(0)
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, fromFile: file, completionHandler: { _, _, error in done(error) }))
+            manager.resume(manager.uploadTask(with: request, fromFile: file, progress: { last.wrappedValue = $0.fractionCompleted },
+                                              completionHandler: { _, _, error in done(error) }))
         }
-        XCTAssertEqual((error as NSError?)?.code, SessionKitError.Code.notSupportedByTransport.rawValue)
-        XCTAssertEqual(server.requestCount, 0)
+        XCTAssertNil(error)
+        XCTAssertEqual(server.requests.last?.body, body)
+        XCTAssertEqual(server.requests.last?.header("Content-Length"), String(body.count))
+        XCTAssertEqual(last.wrappedValue, 1.0, accuracy: 0.0001)
+
+        var streamed = request
+        streamed.httpBodyStream = InputStream(data: body)
+        let streamError: Error? = try await awaitCallback { done in
+            manager.resume(manager.uploadTask(withStreamedRequest: streamed, completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertNil(streamError)
+        XCTAssertEqual(server.requests.last?.body, body)
+
+        let object: Any? = try await awaitCallback { done in
+            manager.post("/post", parameters: ["k": "v"], headers: nil, constructingBodyWith: { form in
+                try form.appendPart(withFileURL: file, name: "file")
+            }, progress: nil, success: { _, object in done(object) }, failure: { _, error in XCTFail("\(error)"); done(nil) })
+        }
+        let files = try XCTUnwrap((object as? [String: Any])?["files"] as? [String: Any])
+        XCTAssertEqual(files["file.length"] as? Int, body.count)
+        let recorded = try XCTUnwrap(server.requests.last)
+        XCTAssertEqual(recorded.header("Content-Length"), String(recorded.bodyLength), "multipart goes with its exact length")
+        XCTAssertNil(recorded.header("Transfer-Encoding"))
     }
 
     func testCancelTimeoutAndFaults() async throws {
