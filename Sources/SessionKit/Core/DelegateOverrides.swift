@@ -21,6 +21,7 @@ struct DelegateOverrides {
     var taskNeedNewBodyStream: ((URLSession, URLSessionTask) -> InputStream?)?
     var taskDidSendBodyData: ((URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)?
     var taskDidComplete: ((URLSession, URLSessionTask, Error?) -> Void)?
+    var taskDidFinishCollectingTimings: ((URLSession, URLSessionTask, TransferTimings) -> Void)?
 
     // URLSessionDataDelegate
     var dataTaskDidReceiveResponse: ((URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?

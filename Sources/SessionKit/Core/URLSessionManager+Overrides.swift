@@ -94,4 +94,11 @@ extension URLSessionManager {
         get { overrides.read { $0.downloadTaskDidResume } }
         set { overrides.write { $0.downloadTaskDidResume = newValue } }
     }
+
+    /// Observes libcurl's timings of each transfer of a task on the curl transport (DNS, connect, TLS, first byte,
+    /// total), before its completion handler runs. URLSession on Linux delivers no `URLSessionTaskMetrics`.
+    public var taskDidFinishCollectingTimings: ((URLSession, URLSessionTask, TransferTimings) -> Void)? {
+        get { overrides.read { $0.taskDidFinishCollectingTimings } }
+        set { overrides.write { $0.taskDidFinishCollectingTimings = newValue } }
+    }
 }

@@ -540,6 +540,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                         if let session { overrides.read { $0.taskDidSendBodyData }?(session, task, 0, sent, expected) }
                         registry.delegate(for: task)?.didSendBodyData(totalBytesSent: sent, totalBytesExpectedToSend: expected)
                     }
+                },
+                timings: { [weak task] timings in
+                    operationQueue.addOperation {
+                        guard let task, let session, let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
+                        observe(session, task, timings)
+                    }
                 })
             CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = context }
         }

@@ -25,6 +25,8 @@ final class CurlTransfer: @unchecked Sendable {
         var completion: (Error?) -> Void
         /// Body bytes sent so far, and the body's size (-1 unknown).
         var uploadProgress: (Int64, Int64) -> Void
+        /// libcurl's timings, once the transfer ended.
+        var timings: (TransferTimings) -> Void = { _ in }
     }
 
     let easy: UnsafeMutableRawPointer
@@ -259,19 +261,34 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
-        if ProcessInfo.processInfo.environment["SESSIONKIT_CURL_DEBUG"] != nil {
-            var connect = 0.0, appConnect = 0.0, total = 0.0
-            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_CONNECT_TIME, &connect)
-            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_APPCONNECT_TIME, &appConnect)
-            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &total)
-            FileHandle.standardError.write(Data("curl \(url) code \(code.rawValue) connect \(connect) tls \(appConnect) total \(total)\n".utf8))
-        }
+        events.timings(timings())
         if code == CURLE_OK {
             deliverResponseIfNeeded()
             events.completion(nil)
         } else {
             events.completion(error(for: code))
         }
+    }
+
+    /// libcurl's timings of this transfer.
+    private func timings() -> TransferTimings {
+        func seconds(_ info: CURLINFO) -> TimeInterval {
+            var value = 0.0
+            _ = sk_curl_easy_getinfo_double(easy, info, &value)
+            return value
+        }
+        func count(_ info: CURLINFO) -> Int64 {
+            var value: curl_off_t = 0
+            _ = sk_curl_easy_getinfo_off_t(easy, info, &value)
+            return Int64(value)
+        }
+        var connects = 0
+        _ = sk_curl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+        return TransferTimings(
+            nameLookup: seconds(CURLINFO_NAMELOOKUP_TIME), connect: seconds(CURLINFO_CONNECT_TIME),
+            tlsHandshake: seconds(CURLINFO_APPCONNECT_TIME), firstByte: seconds(CURLINFO_STARTTRANSFER_TIME),
+            total: seconds(CURLINFO_TOTAL_TIME), bytesReceived: count(CURLINFO_SIZE_DOWNLOAD_T),
+            bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: connects > 0)
     }
 
     /// A `URLError` with the real reason and the failing URL.

@@ -28,6 +28,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let redirect: (HTTPURLResponse, URLRequest) -> URLRequest?
         /// Reports body bytes sent (sent, expected) to the task's delegate.
         let uploadProgress: @Sendable (Int64, Int64) -> Void
+        /// Reports each transfer's timings (one per redirect step) to the manager.
+        let timings: @Sendable (TransferTimings) -> Void
     }
 
     /// The context of each task that runs on this transport, by task identity (per-task configuration cannot
@@ -115,7 +117,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                     }
                 }
             },
-            uploadProgress: { sent, expected in uploadProgress?(sent, expected) })
+            uploadProgress: { sent, expected in uploadProgress?(sent, expected) },
+            timings: { [context] timings in context?.timings(timings) })
         guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
               let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, events: events)
         else {

@@ -194,6 +194,27 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertNil(recorded.header("Transfer-Encoding"))
     }
 
+    func testTimingsArriveBeforeTheCompletionAndShowReuse() async throws {
+        let manager = makeManager(transport: .curl)
+        let collected = LockedBox<[TransferTimings]>([])
+        manager.taskDidFinishCollectingTimings = { _, _, timings in collected.write { $0.append(timings) } }
+        for _ in 0..<2 {
+            let seenBeforeCompletion: Int = try await awaitCallback { done in
+                manager.resume(manager.dataTask(with: URLRequest(url: server.url("/bytes/5000")), completionHandler: { _, _, _ in
+                    done(collected.wrappedValue.count)
+                }))
+            }
+            XCTAssertEqual(seenBeforeCompletion, collected.wrappedValue.count)
+        }
+        let timings = collected.wrappedValue
+        XCTAssertEqual(timings.count, 2)
+        XCTAssertTrue(timings[0].newConnection)
+        XCTAssertFalse(timings[1].newConnection, "the second request reuses the connection")
+        XCTAssertEqual(timings[0].bytesReceived, 5000)
+        XCTAssertGreaterThan(timings[0].total, 0)
+        XCTAssertLessThanOrEqual(timings[0].firstByte, timings[0].total)
+    }
+
     func testCancelTimeoutAndFaults() async throws {
         let manager = makeManager(timeout: 1, transport: .curl)
         let cancelled: Error? = try await awaitCallback { done in
