@@ -525,6 +525,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 policy: policy, idleTimeout: configuration.timeoutIntervalForRequest, additionalHeaders: headers,
                 cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
                 maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost,
+                proxies: Self.proxies(in: configuration),
                 redirect: { [weak task] response, request in
                     // Called on URLSession's work queue, once per redirect of this task.
                     guard let task, let session, let decide = overrides.read({ $0.taskWillPerformHTTPRedirection }) else {
@@ -587,6 +588,19 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             break
         }
         return nil
+    }
+
+    /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary`, as `http://host:port`.
+    static func proxies(in configuration: URLSessionConfiguration) -> (http: String?, https: String?) {
+        let dictionary = configuration.connectionProxyDictionary ?? [:]
+        func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
+        func proxy(_ prefix: String) -> String? {
+            let enabled = (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
+            guard enabled, let host = value("\(prefix)Proxy") as? String, !host.isEmpty else { return nil }
+            let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int)
+            return "http://\(host)" + (port.map { ":\($0)" } ?? "")
+        }
+        return (proxy("HTTP"), proxy("HTTPS"))
     }
 
     /// Builds a session over a new delegate hub.

@@ -51,7 +51,7 @@ final class CurlTransfer: @unchecked Sendable {
     private var bodyStream: InputStream?
     private var bodyStreamFailed = false
 
-    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, events: Events) {
+    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, proxy: String? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.easy = easy
         self.url = url
@@ -60,6 +60,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.idleTimeout = idleTimeout
         self.events = events
         configure(request)
+        if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
     }
 
     deinit {

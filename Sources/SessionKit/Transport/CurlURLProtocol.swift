@@ -24,6 +24,10 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let cookieStorage: HTTPCookieStorage?
         /// The session configuration's `httpMaximumConnectionsPerHost`.
         let maximumConnectionsPerHost: Int
+        /// The proxy for `http` and for `https` URLs from the configuration's `connectionProxyDictionary`
+        /// (`HTTPEnable`/`HTTPProxy`/`HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port`;
+        /// nil leaves libcurl's own choice (the `http_proxy`, `https_proxy` and `no_proxy` environment).
+        let proxies: (http: String?, https: String?)
         /// The manager's redirect decision: the request to follow, or nil to stop and deliver the 3xx.
         let redirect: (HTTPURLResponse, URLRequest) -> URLRequest?
         /// Reports body bytes sent (sent, expected) to the task's delegate.
@@ -120,7 +124,9 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             uploadProgress: { sent, expected in uploadProgress?(sent, expected) },
             timings: { [context] timings in context?.timings(timings) })
         guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
-              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, events: events)
+              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout,
+                                          proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
+                                          events: events)
         else {
             client?.urlProtocol(self, didFailWithError: URLError(.unknown, userInfo: [
                 NSLocalizedDescriptionKey: "libcurl could not be set up for this request.",

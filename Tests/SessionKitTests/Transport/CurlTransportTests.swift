@@ -215,6 +215,20 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertLessThanOrEqual(timings[0].firstByte, timings[0].total)
     }
 
+    func testProxyFromTheConfiguration() async throws {
+        // The loopback server plays the proxy: it receives the request in absolute form.
+        let origin = try await LoopbackServer.start()
+        defer { Task { try? await origin.shutdown() } }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.connectionProxyDictionary = ["HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port]
+        let manager = HTTPSessionManager(sessionConfiguration: configuration)
+        manager.transport = .curl
+        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        _ = try await manager.get(origin.url("/get?via=proxy").absoluteString)
+        XCTAssertEqual(server.requests.last?.uri, origin.url("/get?via=proxy").absoluteString, "sent to the proxy")
+        XCTAssertTrue(origin.requests.isEmpty, "not to the origin")
+    }
+
     func testCancelTimeoutAndFaults() async throws {
         let manager = makeManager(timeout: 1, transport: .curl)
         let cancelled: Error? = try await awaitCallback { done in
