@@ -122,23 +122,48 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
 
     // MARK: - Endpoints
 
+    /// N deterministic bytes; for `/bytes`, a `Range: bytes=S-` request (with an `If-Range` that matches the ETag,
+    /// or none) gets the rest with 206, and `drop_after=K` closes the connection after K bytes of body (of a request
+    /// without `Range`).
     private func streamBytes(_ context: ChannelHandlerContext, _ request: Request, count: Int, chunked: Bool, chunkSize: Int) {
+        let seed = UInt64(request.query["seed"] ?? "") ?? 42
+        let etag = "\"bytes-\(count)-\(seed)\""
+        var start = 0
+        var status = HTTPResponseStatus.ok
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: "application/octet-stream")
+        if !chunked {
+            headers.add(name: "ETag", value: etag)
+            headers.add(name: "Accept-Ranges", value: "bytes")
+            if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
+               let first = Int(range.dropFirst(6).dropLast()), first < count,
+               request.header("If-Range").map({ $0 == etag }) ?? true {
+                start = first
+                status = .partialContent
+                headers.add(name: "Content-Range", value: "bytes \(first)-\(count - 1)/\(count)")
+            }
+        }
         if chunked {
             headers.add(name: "Transfer-Encoding", value: "chunked")
         } else {
-            headers.add(name: "Content-Length", value: String(count))
+            headers.add(name: "Content-Length", value: String(count - start))
         }
-        writeHead(context, request, status: .ok, headers: headers)
+        writeHead(context, request, status: status, headers: headers)
         guard request.method != "HEAD" else { return finish(context, request) }
-        let block = ByteGenerator.block(seed: UInt64(request.query["seed"] ?? "") ?? 42)
-        var remaining = count
-        var offset = 0
+        let block = ByteGenerator.block(seed: seed)
+        var remaining = count - start
+        var offset = start % block.count
+        // The cut applies to the first attempt only: a request with a Range (a resume) gets the rest whole.
+        var budget = request.header("Range") == nil ? Int(request.query["drop_after"] ?? "") ?? Int.max : Int.max
         func writeNext() {
             guard remaining > 0 else { return finish(context, request) }
-            let size = min(chunkSize, remaining)
+            guard budget > 0 else {
+                context.close(promise: nil)  // the connection drops mid-body
+                return
+            }
+            let size = min(chunkSize, remaining, budget)
             remaining -= size
+            budget -= size
             var buffer = context.channel.allocator.buffer(capacity: size)
             var filled = 0
             while filled < size {

@@ -49,6 +49,10 @@ final class TaskDelegate: @unchecked Sendable {
     private var body = Data()
     /// For a download run as a data task (curl transport): the body goes to this file instead of memory.
     private let bodyFile: BodyFile?
+    /// The `ETag` (or `Last-Modified`) of the download, for resume data.
+    private var validator: String?
+    /// Set by `URLSessionManager.cancel(_:producingResumeData:)`: called once with the resume data.
+    private let resumeDataHandler = Protected<((Data?) -> Void)?>(nil)
 
     /// Creates the delegate of `task`.
     ///
@@ -73,6 +77,7 @@ final class TaskDelegate: @unchecked Sendable {
         uploadLength: Int64?,
         forcedError: NSError?,
         streamsBodyToFile: Bool = false,
+        resumingFile: (url: URL, length: Int64)? = nil,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
@@ -83,7 +88,11 @@ final class TaskDelegate: @unchecked Sendable {
         self.destination = destination
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
-        self.bodyFile = streamsBodyToFile ? BodyFile() : nil
+        if let resumingFile {
+            self.bodyFile = BodyFile(resuming: resumingFile.url, length: resumingFile.length)
+        } else {
+            self.bodyFile = streamsBodyToFile ? BodyFile() : nil
+        }
         self.completion = completion
         self.uploadProgress = Progress(totalUnitCount: -1)
         self.downloadProgress = Progress(totalUnitCount: -1)
@@ -108,8 +117,26 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// The response head arrived: the expected length sizes the download progress.
     func didReceive(response: URLResponse) {
-        let expected = response.expectedContentLength
+        var expected = response.expectedContentLength
+        if let bodyFile, let http = response as? HTTPURLResponse {
+            validator = http.value(forHTTPHeaderField: "ETag") ?? http.value(forHTTPHeaderField: "Last-Modified")
+            if http.statusCode == 206 {
+                // The rest of a resumed download: the file already holds the beginning.
+                downloadProgress.completedUnitCount = bodyFile.length
+                if expected > 0 { expected += bodyFile.length }
+            } else if bodyFile.length > 0 {
+                bodyFile.truncate()  // the server sent the whole entity again
+                downloadProgress.completedUnitCount = 0
+            }
+        }
         downloadProgress.totalUnitCount = expected > 0 ? expected : -1
+    }
+
+    /// Asks for resume data when the task ends (it is then cancelled by the caller).
+    func produceResumeData(_ handler: @escaping (Data?) -> Void) -> Bool {
+        guard bodyFile != nil else { return false }
+        resumeDataHandler.wrappedValue = handler
+        return true
     }
 
     /// A chunk of the body arrived.
@@ -191,10 +218,25 @@ final class TaskDelegate: @unchecked Sendable {
         var error = error
         if let bodyFile {
             // A download streamed by this delegate: finish the file and move it as URLSession would.
+            let handler = resumeDataHandler.write { handler -> ((Data?) -> Void)? in
+                defer { handler = nil }
+                return handler
+            }
             if let writeError = bodyFile.close() {
                 error = SessionKitError.session(.cannotMoveDownloadedFile, "The download could not be written: \(writeError)", underlying: writeError)
             } else if error == nil {
                 didFinishDownloading(to: bodyFile.url, override: nil)
+            } else if let failure = error as NSError?, failure.domain == NSURLErrorDomain {
+                // Cancelled or cut: keep what arrived, as resume data in the error (and for a waiting caller).
+                let resume = resumeData(from: bodyFile)
+                handler?(resume)
+                if let resume {
+                    var userInfo = failure.userInfo
+                    userInfo[URLSessionDownloadTaskResumeData] = resume
+                    error = NSError(domain: failure.domain, code: failure.code, userInfo: userInfo)
+                }
+            } else {
+                handler?(nil)
             }
             bodyFile.remove()
         }
@@ -250,6 +292,12 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Helpers
 
+    /// Resume data for the bytes `file` holds, keeping the file; nil without a validator or a byte.
+    private func resumeData(from file: BodyFile) -> Data? {
+        guard let validator, file.length > 0, let url = task.originalRequest?.url, let kept = file.keep() else { return nil }
+        return ResumeData(url: url.absoluteString, partialFile: kept.path, bytes: file.length, validator: validator).encoded()
+    }
+
     /// URLSession on Linux reports transport failures as `NSError`s that Swift's `catch let error as URLError`
     /// does not match: hand them over as `URLError`s, with the same code and `userInfo`.
     static func swiftError(_ error: NSError) -> Error {
@@ -274,26 +322,49 @@ final class TaskDelegate: @unchecked Sendable {
 /// The temporary file a download run as a data task is written to, chunk by chunk, on the delegate queue.
 final class BodyFile: @unchecked Sendable {
     // @unchecked Sendable: used on the session's serial delegate queue only.
-    let url = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-download-\(UUID().uuidString)")
+    private(set) var url = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-download-\(UUID().uuidString)")
     private var handle: FileHandle?
     private var error: Error?
+    private var kept = false
+    /// Bytes in the file.
+    private(set) var length: Int64 = 0
+
+    init() {}
+
+    /// Continues the partial file of resume data, `length` bytes long.
+    init(resuming file: URL, length: Int64) {
+        url = file
+        self.length = length
+    }
 
     /// Writes `data` at the end of the file; false once writing failed.
     func append(_ data: Data) -> Bool {
         guard error == nil else { return false }
         do {
             if handle == nil {
-                guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-                    throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+                if !FileManager.default.fileExists(atPath: url.path) {
+                    guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
+                        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
+                    }
                 }
-                handle = try FileHandle(forWritingTo: url)
+                let opened = try FileHandle(forWritingTo: url)
+                try opened.seekToEnd()
+                handle = opened
             }
             try handle?.write(contentsOf: data)
+            length += Int64(data.count)
             return true
         } catch {
             self.error = error
             return false
         }
+    }
+
+    /// Empties the file (the server sent the whole entity instead of the rest).
+    func truncate() {
+        try? handle?.truncate(atOffset: 0)
+        if handle == nil { try? Data().write(to: url) }
+        length = 0
     }
 
     /// Closes the file (creating it empty if no byte came) and returns the write error, if any.
@@ -304,8 +375,17 @@ final class BodyFile: @unchecked Sendable {
         return error
     }
 
-    /// Deletes the file if it is still there (not moved to a destination).
+    /// Moves the partial file where it survives the task, for resume data; nil when that fails.
+    func keep() -> URL? {
+        let kept = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-resume-\(UUID().uuidString)")
+        guard (try? FileManager.default.moveItem(at: url, to: kept)) != nil else { return nil }
+        url = kept
+        self.kept = true
+        return kept
+    }
+
+    /// Deletes the file if it is still there (not moved to a destination or kept for resuming).
     func remove() {
-        try? FileManager.default.removeItem(at: url)
+        if !kept { try? FileManager.default.removeItem(at: url) }
     }
 }

@@ -334,11 +334,37 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         destination: ((URL, URLResponse) -> URL)? = nil,
         completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        let error = SessionKitError.session(
-            .resumeDataUnavailable,
-            "Downloads cannot be resumed on the \(transport.rawValue) transport: URLSession on Linux keeps no resume data.")
-        return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
+        guard transport == .curl else {
+            let error = SessionKitError.session(
+                .resumeDataUnavailable,
+                "Downloads cannot be resumed on the foundation transport: URLSession on Linux keeps no resume data.")
+            return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
+                            completion: Self.fileCompletion(completionHandler))
+        }
+        guard let resume = ResumeData.decode(resumeData), let url = URL(string: resume.url) else {
+            let error = SessionKitError.session(
+                .resumeDataUnavailable, "The resume data is not SessionKit's, or its partial file is gone or changed.")
+            return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
+                            completion: Self.fileCompletion(completionHandler))
+        }
+        var request = URLRequest(url: url)
+        request.setValue("bytes=\(resume.bytes)-", forHTTPHeaderField: "Range")
+        request.setValue(resume.validator, forHTTPHeaderField: "If-Range")
+        return makeTask(.download(request), downloadProgress: progress, destination: destination,
+                        resumingFile: (URL(fileURLWithPath: resume.partialFile), resume.bytes),
                         completion: Self.fileCompletion(completionHandler))
+    }
+
+    /// Cancels `task` and hands its resume data to `completionHandler` (nil when there is none).
+    ///
+    /// On the curl transport a download keeps what it received; `downloadTask(withResumeData:…)` continues it with
+    /// `Range` and `If-Range`. A download cut by the network carries its resume data in the error's `userInfo` under
+    /// `URLSessionDownloadTaskResumeData`, as on Apple platforms. The Foundation transport never has resume data.
+    public func cancel(_ task: URLSessionTask, producingResumeData completionHandler: @escaping (Data?) -> Void) {
+        if registry.delegate(for: task)?.produceResumeData(completionHandler) != true {
+            completionHandler(nil)
+        }
+        task.cancel()
     }
 
     // MARK: - Progress
@@ -442,6 +468,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         downloadProgress: ((Progress) -> Void)? = nil,
         destination: ((URL, URLResponse) -> URL)? = nil,
         responseSerializer: URLResponseSerialization? = nil,
+        resumingFile: (url: URL, length: Int64)? = nil,
         completion: @escaping (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
@@ -561,6 +588,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
             destination: destination, bodyStream: Self.bodyStream(of: source),
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
+            resumingFile: resumingFile,
             control: control, completion: completion)
         registry.add(delegate)
         return task

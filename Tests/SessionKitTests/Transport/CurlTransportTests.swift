@@ -229,6 +229,82 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertTrue(origin.requests.isEmpty, "not to the origin")
     }
 
+    private func download(_ manager: HTTPSessionManager, resumeData: Data? = nil, path: String = "",
+                          to destination: URL) async throws -> (URL?, Error?) {
+        try await awaitCallback { done in
+            let completion: (URLResponse?, URL?, Error?) -> Void = { _, url, error in done((url, error)) }
+            let task = resumeData.map {
+                manager.downloadTask(withResumeData: $0, destination: { _, _ in destination }, completionHandler: completion)
+            } ?? manager.downloadTask(with: URLRequest(url: server.url(path)), destination: { _, _ in destination },
+                                      completionHandler: completion)
+            manager.resume(task)
+        }
+    }
+
+    func testDownloadCutByTheNetworkResumesWithRangeAndIfRange() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let total = 3_000_000
+        let cut = try await download(manager, path: "/bytes/\(total)?seed=6&drop_after=1000000", to: destination)
+        var error = try XCTUnwrap(cut.1 as NSError?)
+        // The server cuts the first response after 1,000,000 body bytes; the resume brings the rest.
+        var resumes = 0
+        while let resumeData = error.userInfo[URLSessionDownloadTaskResumeData] as? Data, resumes < 5 {
+            resumes += 1
+            let resumed = try await download(manager, resumeData: resumeData, to: destination)
+            guard let next = resumed.1 as NSError? else { break }
+            error = next
+        }
+        XCTAssertEqual(resumes, 1)
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: total, seed: 6))
+        let ranges = server.requests.compactMap { $0.header("Range") }
+        XCTAssertEqual(ranges, ["bytes=1000000-"])
+        XCTAssertEqual(server.requests.last?.header("If-Range"), "\"bytes-\(total)-6\"")
+    }
+
+    func testChangedEntityRestartsTheDownloadAndBadResumeDataFails() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let cut = try await download(manager, path: "/bytes/500000?seed=7&drop_after=400000", to: destination)
+        var resumeData = try XCTUnwrap((cut.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData] as? Data)
+        // Another validator: the server's If-Range check fails and it sends the whole entity with 200.
+        let range = try XCTUnwrap(resumeData.range(of: Data("bytes-500000".utf8)))
+        resumeData.replaceSubrange(range, with: Data("bytes-999999".utf8))
+        let restarted = try await download(manager, resumeData: resumeData, to: destination)
+        XCTAssertNil(restarted.1)
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: 500_000, seed: 7))
+
+        let bad = try await download(manager, resumeData: Data("not resume data".utf8), to: destination)
+        XCTAssertEqual((bad.1 as NSError?)?.code, SessionKitError.Code.resumeDataUnavailable.rawValue)
+    }
+
+    func testCancelProducingResumeData() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let total = 200_000_000
+        let resumeData: Data? = try await awaitCallback { done in
+            let started = OnceBox<Void>()
+            let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/\(total)?seed=9")),
+                                            progress: { _ in started.resolve(()) },
+                                            destination: { _, _ in destination }, completionHandler: nil)
+            manager.resume(task)
+            Task {
+                try? await started.value(timeout: 10, file: #filePath, line: #line)
+                manager.cancel(task, producingResumeData: { done($0) })
+            }
+        }
+        let data = try XCTUnwrap(resumeData, "a download cancelled midway has resume data")
+        let resumed = try await download(manager, resumeData: data, to: destination)
+        XCTAssertNil(resumed.1)
+        let size = try XCTUnwrap((try FileManager.default.attributesOfItem(atPath: destination.path)[.size]) as? NSNumber)
+        XCTAssertEqual(size.intValue, total)
+
+        XCTAssertEqual(server.requests.last?.header("Range")?.hasPrefix("bytes="), true)
+    }
+
     func testCancelTimeoutAndFaults() async throws {
         let manager = makeManager(timeout: 1, transport: .curl)
         let cancelled: Error? = try await awaitCallback { done in
