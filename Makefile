@@ -25,11 +25,12 @@ setup:
 build: setup
 	$(SWIFT) build --build-tests
 
-## test: every test, against the in-process loopback server.
+## test: every test, against the in-process loopback server; the transport-neutral ones on both transports.
 test: setup
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory fuzz-replay
-	$(SWIFT) test --skip-build --disable-swift-testing
+	SESSIONKIT_TEST_TRANSPORT=foundation $(SWIFT) test --skip-build --disable-swift-testing
+	SESSIONKIT_TEST_TRANSPORT=curl $(SWIFT) test --skip-build --disable-swift-testing
 
 ## demo: the tour of SessionKit against its embedded server.
 demo: setup

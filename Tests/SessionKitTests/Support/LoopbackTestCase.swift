@@ -23,8 +23,14 @@ class LoopbackTestCase: XCTestCase {
         try await super.tearDown()
     }
 
+    /// The transport of the transport-neutral tests: `SESSIONKIT_TEST_TRANSPORT` (`foundation` or `curl`), so that
+    /// `make test` runs them on both.
+    static var testTransport: Transport {
+        ProcessInfo.processInfo.environment["SESSIONKIT_TEST_TRANSPORT"].flatMap(Transport.init(rawValue:)) ?? .foundation
+    }
+
     /// A manager with a short timeout, on the loopback server.
-    func makeManager(timeout: TimeInterval = 10, transport: Transport = .foundation) -> HTTPSessionManager {
+    func makeManager(timeout: TimeInterval = 10, transport: Transport = LoopbackTestCase.testTransport) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.urlCache = nil
