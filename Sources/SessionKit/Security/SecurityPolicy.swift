@@ -150,6 +150,15 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         }
     }
 
+    /// A text equal for two policies exactly when they decide alike: mode, flags and pins.
+    var configurationKey: String {
+        let settings = self.settings.wrappedValue
+        let certificates = settings.pinnedCertificates.map { Certificate.sha256($0).base64EncodedString() }.sorted()
+        return ["\(pinningMode.rawValue)", "\(settings.allowInvalidCertificates)", "\(settings.validatesDomainName)",
+                settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ",")]
+            .joined(separator: "|")
+    }
+
     // MARK: - NSSecureCoding and NSCopying
 
     /// Archives use secure coding.

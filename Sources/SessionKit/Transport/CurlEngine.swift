@@ -4,8 +4,10 @@ import Foundation
 /// One libcurl multi handle driven by one thread of its own (`curl_multi_poll` / `curl_multi_wakeup`).
 ///
 /// Transfers are added and removed through a locked list of pending operations that the engine thread applies
-/// between polls; easy handles are touched by the engine thread only once added. Each ``SecurityPolicy`` gets an
-/// engine of its own, so that a connection verified under one policy is never reused for a request under another.
+/// between polls; easy handles are touched by the engine thread only once added. Each ``SecurityPolicy``
+/// configuration gets an engine of its own, so that a connection verified under one policy is never reused for a
+/// request under another; policies with equal configurations (every manager's default policy, say) share one, so
+/// the number of engines and threads is bounded by the distinct configurations in use.
 final class CurlEngine: @unchecked Sendable {
     // @unchecked Sendable: `pending` is a `Protected` box; `transfers` and the multi handle are used on the engine
     // thread only, apart from `curl_multi_wakeup`, which libcurl documents as callable from any thread.
@@ -20,7 +22,7 @@ final class CurlEngine: @unchecked Sendable {
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
 
     private struct Key: Hashable {
-        let policy: ObjectIdentifier
+        let policy: String
         let maximumConnectionsPerHost: Int
     }
 
@@ -28,7 +30,7 @@ final class CurlEngine: @unchecked Sendable {
 
     /// The engine of `policy` with this many connections per host at most (0: no limit), created on first use.
     static func engine(for policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> CurlEngine? {
-        let key = Key(policy: ObjectIdentifier(policy), maximumConnectionsPerHost: maximumConnectionsPerHost)
+        let key = Key(policy: policy.configurationKey, maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.write { engines in
             if let engine = engines[key] { return engine }
             guard let engine = CurlEngine(maximumConnectionsPerHost: maximumConnectionsPerHost) else { return nil }

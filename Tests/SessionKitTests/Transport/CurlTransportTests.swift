@@ -305,6 +305,18 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last?.header("Range")?.hasPrefix("bytes="), true)
     }
 
+    func testEqualPoliciesShareConnectionsAndOthersDoNot() async throws {
+        let first = makeManager(transport: .curl)
+        let second = makeManager(transport: .curl)
+        _ = try await first.get("/get")
+        _ = try await second.get("/get")
+        XCTAssertEqual(server.connectionCount, 1, "two default policies decide alike: one pool")
+        let other = makeManager(transport: .curl)
+        other.securityPolicy.validatesDomainName = false
+        _ = try await other.get("/get")
+        XCTAssertEqual(server.connectionCount, 2, "a policy that decides differently never reuses those connections")
+    }
+
     func testCancelTimeoutAndFaults() async throws {
         let manager = makeManager(timeout: 1, transport: .curl)
         let cancelled: Error? = try await awaitCallback { done in
