@@ -56,7 +56,6 @@ struct Bench {
                 + "  peak RSS   vs URLSession  vs libcurl")
             var results: [Client: ChildResult] = [:]
             for client in Client.allCases {
-                if client == .sessionKitCurl && scenario == .download100MiB { continue }  // no downloads on curl yet
                 results[client] = try await runChild(client: client, scenario: scenario, port: server.port, count: count)
             }
             for client in Client.allCases {
