@@ -49,6 +49,8 @@ final class TaskDelegate: @unchecked Sendable {
     private var body = Data()
     /// For a download run as a data task (curl transport): the body goes to this file instead of memory.
     private let bodyFile: BodyFile?
+    /// Told how many body bytes were handled (back-pressure on the curl transport).
+    private let onConsumed: ((Int) -> Void)?
     /// The `ETag` (or `Last-Modified`) of the download, for resume data.
     private var validator: String?
     /// Set by `URLSessionManager.cancel(_:producingResumeData:)`: called once with the resume data.
@@ -78,6 +80,7 @@ final class TaskDelegate: @unchecked Sendable {
         forcedError: NSError?,
         streamsBodyToFile: Bool = false,
         resumingFile: (url: URL, length: Int64)? = nil,
+        onConsumed: ((Int) -> Void)? = nil,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
@@ -88,6 +91,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.destination = destination
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
+        self.onConsumed = onConsumed
         if let resumingFile {
             self.bodyFile = BodyFile(resuming: resumingFile.url, length: resumingFile.length)
         } else {
@@ -146,6 +150,7 @@ final class TaskDelegate: @unchecked Sendable {
             if bodyFile == nil { body.append(data) }
             return true
         }
+        defer { onConsumed?(data.count) }
         guard accepted else { return }
         if let bodyFile, !bodyFile.append(data) {
             task.cancel()  // the disk refused the bytes: the completion reports the write error

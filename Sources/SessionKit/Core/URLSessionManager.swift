@@ -538,6 +538,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             registry = refusal.registry
         }
 
+        let flowControl = FlowControl()
         if transport == .curl, registry === self.registry {
             let configuration = sessionConfiguration
             var headers: [String: String] = [:]
@@ -569,6 +570,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                         registry.delegate(for: task)?.didSendBodyData(totalBytesSent: sent, totalBytesExpectedToSend: expected)
                     }
                 },
+                flowControl: flowControl,
                 timings: { [weak task] timings in
                     operationQueue.addOperation {
                         guard let task, let session, let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
@@ -589,6 +591,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             destination: destination, bodyStream: Self.bodyStream(of: source),
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
+            onConsumed: transport == .curl ? { flowControl.consumed($0) } : nil,
             control: control, completion: completion)
         registry.add(delegate)
         return task

@@ -15,6 +15,7 @@ final class CurlEngine: @unchecked Sendable {
     private enum Operation {
         case add(CurlTransfer)
         case remove(CurlTransfer)
+        case unpause(CurlTransfer)
     }
 
     private let multi: UnsafeMutableRawPointer
@@ -59,6 +60,12 @@ final class CurlEngine: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
+    /// Resumes a transfer that paused itself (back-pressure), on the engine thread.
+    func unpause(_ transfer: CurlTransfer) {
+        pending.write { $0.append(.unpause(transfer)) }
+        curl_multi_wakeup(multi)
+    }
+
     /// Stops `transfer` on the engine thread; it reports nothing afterwards.
     func remove(_ transfer: CurlTransfer) {
         pending.write { $0.append(.remove(transfer)) }
@@ -83,6 +90,8 @@ final class CurlEngine: @unchecked Sendable {
                     if transfers.removeValue(forKey: transfer.easy) != nil {
                         curl_multi_remove_handle(multi, transfer.easy)
                     }
+                case .unpause(let transfer):
+                    if transfers[transfer.easy] != nil { curl_easy_pause(transfer.easy, CURLPAUSE_CONT) }
                 }
             }
             curl_multi_perform(multi, &running)

@@ -49,15 +49,19 @@ final class CurlTransfer: @unchecked Sendable {
     private var timedOut = false
     private var uploadLength: Int64 = -1
     private var bodyStream: InputStream?
+    /// Back-pressure towards the per-task delegate, nil when the task has none.
+    let flowControl: FlowControl?
     private var bodyStreamFailed = false
 
-    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, proxy: String? = nil, events: Events) {
+    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, proxy: String? = nil,
+          flowControl: FlowControl? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.easy = easy
         self.url = url
         self.isTLS = url.scheme?.lowercased() == "https"
         self.policy = policy
         self.idleTimeout = idleTimeout
+        self.flowControl = flowControl
         self.events = events
         configure(request)
         if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
@@ -143,8 +147,12 @@ final class CurlTransfer: @unchecked Sendable {
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         let length = size * count
+        // Too much handed on and not yet consumed: pause without taking these bytes; libcurl offers them again
+        // once the engine resumes the transfer.
+        if transfer.flowControl?.shouldPause() == true { return Int(CURL_WRITEFUNC_PAUSE) }
         transfer.deliverResponseIfNeeded()
         transfer.events.data(Data(bytes: buffer, count: length))
+        transfer.flowControl?.produced(length)
         return length
     }
 

@@ -32,6 +32,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let redirect: (HTTPURLResponse, URLRequest) -> URLRequest?
         /// Reports body bytes sent (sent, expected) to the task's delegate.
         let uploadProgress: @Sendable (Int64, Int64) -> Void
+        /// Back-pressure between the transfer and the per-task delegate.
+        let flowControl: FlowControl
         /// Reports each transfer's timings (one per redirect step) to the manager.
         let timings: @Sendable (TransferTimings) -> Void
     }
@@ -126,7 +128,7 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
               let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout,
                                           proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
-                                          events: events)
+                                          flowControl: context?.flowControl, events: events)
         else {
             client?.urlProtocol(self, didFailWithError: URLError(.unknown, userInfo: [
                 NSLocalizedDescriptionKey: "libcurl could not be set up for this request.",
@@ -137,6 +139,9 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         state.write {
             $0.transfer = transfer
             $0.engine = engine
+        }
+        context?.flowControl.resume = { [weak engine, weak transfer] in
+            if let engine, let transfer { engine.unpause(transfer) }
         }
         engine.add(transfer)
     }
