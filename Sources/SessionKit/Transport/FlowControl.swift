@@ -8,8 +8,8 @@ import Foundation
 final class FlowControl: @unchecked Sendable {
     // @unchecked Sendable: `state` is a `Protected` box; `resume` is set once before the transfer starts.
 
-    static let highWater = 4 << 20
-    static let lowWater = 1 << 20
+    static let highWater = 8 << 20
+    static let lowWater = 4 << 20
 
     private struct State {
         var pending = 0
