@@ -53,6 +53,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     private let sessionState = Protected(SessionState())
+    /// What the curl transport takes from `sessionConfiguration`, read once.
+    let curlSettings: CurlSessionSettings
     private let settings = Protected(Settings())
     private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
     private let privateCompletionGroup = DispatchGroup()
@@ -65,6 +67,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Parameter sessionConfiguration: The session's configuration; nil means `.default`.
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
+        self.curlSettings = CurlSessionSettings(self.sessionConfiguration)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.manager.delegate"
@@ -538,47 +541,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             registry = refusal.registry
         }
 
-        let flowControl = FlowControl()
-        if transport == .curl, registry === self.registry {
-            let configuration = sessionConfiguration
-            var headers: [String: String] = [:]
-            for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-                if let name = name.base as? String, let value = value as? String { headers[name] = value }
-            }
-            let operationQueue = self.operationQueue
-            let overrides = self.overrides
-            let registry = self.registry
-            let session = sessionState.read { $0.session }
-            let context = CurlURLProtocol.Context(
-                policy: policy, idleTimeout: configuration.timeoutIntervalForRequest, additionalHeaders: headers,
-                cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
-                maximumConnectionsPerHost: configuration.httpMaximumConnectionsPerHost,
-                proxies: Self.proxies(in: configuration),
-                redirect: { [weak task] response, request in
-                    // Called on URLSession's work queue, once per redirect of this task.
-                    guard let task, let session, let decide = overrides.read({ $0.taskWillPerformHTTPRedirection }) else {
-                        return request
-                    }
-                    return decide(session, task, response, request)
-                },
-                uploadProgress: { [weak task] sent, expected in
-                    // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves,
-                    // on the delegate queue, as URLSession would.
-                    operationQueue.addOperation {
-                        guard let task else { return }
-                        if let session { overrides.read { $0.taskDidSendBodyData }?(session, task, 0, sent, expected) }
-                        registry.delegate(for: task)?.didSendBodyData(totalBytesSent: sent, totalBytesExpectedToSend: expected)
-                    }
-                },
-                flowControl: flowControl,
-                timings: { [weak task] timings in
-                    operationQueue.addOperation {
-                        guard let task, let session, let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
-                        observe(session, task, timings)
-                    }
-                })
-            CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = context }
-        }
+        let flowControl = transport == .curl && registry === self.registry ? registerCurlContext(for: task, policy: policy) : nil
         let settings = self.settings.wrappedValue
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
@@ -591,7 +554,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             destination: destination, bodyStream: Self.bodyStream(of: source),
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
-            onConsumed: transport == .curl ? { flowControl.consumed($0) } : nil,
+            onConsumed: flowControl.map { flow in { flow.consumed($0) } },
             control: control, completion: completion)
         registry.add(delegate)
         return task
