@@ -37,7 +37,6 @@ extension NSCoder {
     func number(_ key: String) -> NSNumber? { object(key) as? NSNumber }
     func string(_ key: String) -> String? { object(key) as? String }
     func strings(_ key: String) -> [String]? { (object(key) as? [Any])?.compactMap { $0 as? String } }
-    func url(_ key: String) -> URL? { object(key) as? URL }
 
     /// A `[String: String]` under `key`; entries of other types are dropped.
     func stringDictionary(_ key: String) -> [String: String]? {

@@ -34,8 +34,4 @@ final class TaskRegistry: @unchecked Sendable {
         delegates.read { $0.values.map(\.task) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
-    /// How many tasks are registered.
-    var count: Int {
-        delegates.read { $0.count }
-    }
 }

@@ -266,7 +266,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let task = makeTask(
             .data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
             completion: Self.objectCompletion(completionHandler))
-        return task as? URLSessionDataTask ?? Self.unreachableTaskType(task)
+        // A data source always makes a data task; the fallback only satisfies the type checker.
+        return task as? URLSessionDataTask ?? RefusalSession.shared.dataTask()
     }
 
     // MARK: - Upload tasks
@@ -653,11 +654,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Adapts a public `(response, fileURL, error)` handler.
     static func fileCompletion(_ handler: ((URLResponse?, URL?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.fileURL, outcome.error) }
-    }
-
-    /// `session.dataTask(with:)` always returns a data task; this only satisfies the type checker.
-    private static func unreachableTaskType(_ task: URLSessionTask) -> URLSessionDataTask {
-        RefusalSession.shared.dataTask()
     }
 
     private static var invalidatedError: NSError {
