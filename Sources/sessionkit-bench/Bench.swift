@@ -12,46 +12,77 @@ import FoundationNetworking
 ///
 ///     sessionkit-bench                 the whole table
 ///     sessionkit-bench soak N          N sequential GETs through SessionKit, RSS every 10 %
+///     sessionkit-bench serve           only the loopback server, for profiling a child by hand (ends after an hour)
 ///     sessionkit-bench child CLIENT SCENARIO PORT COUNT   (internal: one measurement)
 @main
 struct Bench {
-    static func main() async {
+    static func main() {
         setvbuf(stdout, nil, _IOLBF, 0)
         let arguments = Array(CommandLine.arguments.dropFirst())
-        do {
-            switch arguments.first {
-            case "child":
-                guard arguments.count == 5, let client = Client(rawValue: arguments[1]),
-                      let scenario = Scenario(rawValue: arguments[2]), let port = Int(arguments[3]),
-                      let count = Int(arguments[4])
-                else { throw BenchError("usage: child CLIENT SCENARIO PORT COUNT") }
-                let result = try await Measurement.run(client: client, scenario: scenario, port: port, count: count)
-                print(result)
-            case "soak":
-                let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
-                let client = arguments.count > 2 ? Client(rawValue: arguments[2]) ?? .sessionKit : .sessionKit
-                try await soak(count: count, client: client)
-            case nil:
-                try await table()
-            default:
-                throw BenchError("unknown command \(arguments[0])")
+        if arguments.first == "child" {
+            // Synchronous on a thread of its own (see `Measurement`); the main thread only sleeps until it exits.
+            let thread = Thread {
+                do {
+                    guard arguments.count == 5, let client = Client(rawValue: arguments[1]),
+                          let scenario = Scenario(rawValue: arguments[2]), let port = Int(arguments[3]),
+                          let count = Int(arguments[4])
+                    else { throw BenchError("usage: child CLIENT SCENARIO PORT COUNT") }
+                    print(try Measurement.run(client: client, scenario: scenario, port: port, count: count))
+                    exit(0)
+                } catch {
+                    fail(error)
+                }
             }
-            exit(0)
-        } catch {
-            FileHandle.standardError.write(Data("sessionkit-bench: \(error)\n".utf8))
-            exit(1)
+            thread.stackSize = 8 << 20
+            thread.start()
+        } else {
+            Task.detached {
+                do {
+                    try await run(arguments)
+                    exit(0)
+                } catch {
+                    fail(error)
+                }
+            }
+        }
+        // Swift concurrency runs detached; the main thread never waits on the network, it only sleeps.
+        while true { sleep(60) }
+    }
+
+    static func fail(_ error: Error) -> Never {
+        FileHandle.standardError.write(Data("sessionkit-bench: \(error)\n".utf8))
+        exit(1)
+    }
+
+    static func run(_ arguments: [String]) async throws {
+        switch arguments.first {
+        case "soak":
+            let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
+            let client = arguments.count > 2 ? Client(rawValue: arguments[2]) ?? .sessionKit : .sessionKit
+            try await soak(count: count, client: client)
+        case "serve":
+            let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
+            print("port \(server.port)")
+            try await Task.sleep(nanoseconds: 3_600_000_000_000)
+        case nil:
+            try await table()
+        default:
+            throw BenchError("unknown command \(arguments[0])")
         }
     }
 
-    /// Runs every client through every scenario, each in its own process, and prints the table.
+    /// Runs every client through every scenario, each in its own process, and prints the table; then, when
+    /// valgrind is installed, the instructions each client spends per GET.
     static func table() async throws {
         let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
         defer { Task { try? await server.shutdown() } }
         print("SessionKit \(SessionKitVersion.current) benchmark — libcurl \(SessionKitVersion.libcurl), "
             + "\(ProcessInfo.processInfo.activeProcessorCount) cores, loopback server in the parent process\n")
-        let scenarios: [(Scenario, Int)] = [(.sequential, 5_000), (.concurrent64, 5_000), (.download100MiB, 1)]
+        let scenarios: [(Scenario, Int)] = [
+            (.sequential, 5_000), (.concurrent64, 5_000), (.download100MiB, 1), (.memory100MiB, 1), (.upload10MiB, 20),
+        ]
         for (scenario, count) in scenarios {
-            print("\(scenario.title) (\(count) × \(scenario.path))")
+            print("\(scenario.title) (\(count) × \(scenario.request))")
             print("  client                     \(scenario.unit.padding(toLength: 12, withPad: " ", startingAt: 0))"
                 + "  peak RSS   vs URLSession  vs libcurl")
             var results: [Client: ChildResult] = [:]
@@ -67,6 +98,73 @@ struct Bench {
             }
             print("")
         }
+        try await instructionTable(port: server.port)
+    }
+
+    /// Instructions per sequential 100-byte GET, from `valgrind --tool=callgrind`: each client runs twice, with
+    /// `small` and `large` requests, and the difference divided by `large - small` leaves out start-up and warm-up.
+    static func instructionTable(port: Int, small: Int = 50, large: Int = 250) async throws {
+        let valgrind = "/usr/bin/valgrind"
+        guard FileManager.default.isExecutableFile(atPath: valgrind) else {
+            print("Instructions per GET: skipped (valgrind is not installed; `make bench` installs it)")
+            return
+        }
+        // valgrind 3.19 cannot read the DWARF of Swift 6 binaries: it runs a copy without debug information.
+        let stripped = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-bench-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: stripped) }
+        guard try await runProcess("/usr/bin/objcopy", ["--strip-debug", executablePath, stripped]).status == 0 else {
+            throw BenchError("objcopy --strip-debug failed")
+        }
+        print("Instructions per sequential 100-byte GET (callgrind, (\(large) − \(small) requests) / \(large - small))")
+        print("  client                     instructions  vs URLSession  vs libcurl")
+        var counts: [Client: Double] = [:]
+        for client in Client.allCases {
+            var collected: [Double] = []
+            for count in [small, large] {
+                let arguments = ["--tool=callgrind", "--callgrind-out-file=/dev/null", stripped,
+                                 "child", client.rawValue, Scenario.sequential.rawValue, String(port), String(count)]
+                let run = try await runProcess(valgrind, arguments)
+                guard run.status == 0, let line = run.errors.split(separator: "\n").last(where: { $0.contains("Collected :") }),
+                      let value = line.split(separator: " ").last.flatMap({ Double($0) })
+                else { throw BenchError("callgrind of \(client.title) failed (exit \(run.status)): \(run.errors.suffix(500))") }
+                collected.append(value)
+            }
+            counts[client] = (collected[1] - collected[0]) / Double(large - small)
+        }
+        for client in Client.allCases {
+            guard let count = counts[client] else { continue }
+            let vsURLSession = counts[.urlSession].map { count / $0 } ?? 0
+            let vsCurl = counts[.libcurl].map { count / $0 } ?? 0
+            print("  " + client.title.padding(toLength: 26, withPad: " ", startingAt: 0)
+                + String(format: " %11.0fk  %12.2f×  %9.2f×", count / 1000, vsURLSession, vsCurl))
+        }
+        print("")
+    }
+
+    /// This executable's absolute path.
+    static var executablePath: String { URL(fileURLWithPath: CommandLine.arguments[0]).absoluteURL.path }
+
+    /// Runs a program to its end without blocking a thread; returns its status and standard error.
+    static func runProcess(_ path: String, _ arguments: [String]) async throws -> (status: Int32, errors: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: path)
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        let errors = LockedBox<Data>(Data())
+        let pipe = Pipe()
+        process.standardError = pipe
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            errors.write { $0.append(chunk) }
+        }
+        let status: Int32 = await withCheckedContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(returning: -1) }
+        }
+        pipe.fileHandleForReading.readabilityHandler = nil
+        let rest = (try? pipe.fileHandleForReading.readToEnd()) ?? nil
+        errors.write { $0.append(rest ?? Data()) }
+        return (status, String(decoding: errors.wrappedValue, as: UTF8.self))
     }
 
     /// N sequential GETs through SessionKit in a child process; prints its RSS as it goes.
@@ -81,7 +179,7 @@ struct Bench {
     /// Starts this binary as `child`, waits for it without blocking a thread, and parses its result line.
     static func runChild(client: Client, scenario: Scenario, port: Int, count: Int, echo: Bool = false) async throws -> ChildResult {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).absoluteURL
+        process.executableURL = URL(fileURLWithPath: executablePath)
         process.arguments = ["child", client.rawValue, scenario.rawValue, String(port), String(count)]
         let pipe = Pipe()
         process.standardOutput = pipe
@@ -126,19 +224,29 @@ enum Client: String, CaseIterable {
 
 /// What is measured.
 enum Scenario: String {
-    case sequential, concurrent64, download100MiB = "download", soak
+    case sequential, concurrent64, download100MiB = "download", memory100MiB = "memory", upload10MiB = "upload", soak
 
     var title: String {
         switch self {
         case .sequential: return "Sequential 100-byte GETs"
         case .concurrent64: return "100-byte GETs, 64 in flight"
         case .download100MiB: return "100 MiB download to a file"
+        case .memory100MiB: return "100 MiB download into memory"
+        case .upload10MiB: return "10 MiB POSTs, one after another"
         case .soak: return "Soak"
         }
     }
 
-    var path: String { self == .download100MiB ? "/bytes/104857600" : "/bytes/100" }
-    var unit: String { self == .download100MiB ? "MB/s" : "req/s" }
+    var path: String {
+        switch self {
+        case .download100MiB, .memory100MiB: return "/bytes/104857600"
+        case .upload10MiB: return "/status/200"
+        case .sequential, .concurrent64, .soak: return "/bytes/100"
+        }
+    }
+
+    var request: String { self == .upload10MiB ? "POST \(path)" : "GET \(path)" }
+    var unit: String { [.download100MiB, .memory100MiB, .upload10MiB].contains(self) ? "MB/s" : "req/s" }
 }
 
 /// One child's answer: `result RATE PEAK_RSS_KIB`.

@@ -7,12 +7,15 @@ import SessionKitTestSupport
 import FoundationNetworking
 #endif
 
-/// One measurement, run inside a child process.
+/// One measurement, run inside a child process, synchronously on a thread of its own: no Swift concurrency, so
+/// that the same child also runs under valgrind (3.19 crashes on Swift's async entry points), and never on a
+/// global-queue thread. Every wait is a semaphore on this measurement thread; delivery happens on URLSession's and
+/// libcurl's own threads.
 enum Measurement {
     /// Children end themselves after this long, whatever happens.
-    static let timeLimit: TimeInterval = 300
+    static let timeLimit: TimeInterval = 900
 
-    static func run(client: Client, scenario: Scenario, port: Int, count: Int) async throws -> String {
+    static func run(client: Client, scenario: Scenario, port: Int, count: Int) throws -> String {
         DispatchQueue(label: "bench.watchdog").asyncAfter(deadline: .now() + timeLimit) {
             FileHandle.standardError.write(Data("time limit reached\n".utf8))
             exit(2)
@@ -22,64 +25,130 @@ enum Measurement {
         var bytes = 0
         switch (client, scenario) {
         case (.libcurl, .sequential), (.libcurl, .soak):
-            try await onThread { try Curl.sequential(url: url, count: count) }
+            try Curl.sequential(url: url, count: count)
         case (.libcurl, .concurrent64):
-            try await onThread { try Curl.concurrent(url: url, count: count, inFlight: 64) }
+            try Curl.concurrent(url: url, count: count, inFlight: 64)
         case (.libcurl, .download100MiB):
-            bytes = try await onThread { try Curl.download(url: url, to: temporaryFile()) }
+            bytes = try Curl.download(url: url, to: temporaryFile())
+        case (.libcurl, .memory100MiB):
+            bytes = try Curl.downloadToMemory(url: url)
+        case (.libcurl, .upload10MiB):
+            bytes = try Curl.upload(url: url, body: uploadBody, count: count)
+
         case (.urlSession, .sequential), (.urlSession, .soak):
             let session = URLSession(configuration: configuration)
             for index in 0..<count {
-                try await rawGet(session, url)
+                try wait { done in session.dataTask(with: url) { _, _, error in done(error) }.resume() }
                 if scenario == .soak { reportRSS(index, count) }
             }
         case (.urlSession, .concurrent64):
-            let shared = URLSession(configuration: configuration)
-            try await concurrently(count: count, inFlight: 64) { done in
-                shared.dataTask(with: url) { _, _, error in done(error) }.resume()
+            let session = URLSession(configuration: configuration)
+            try concurrently(count: count, inFlight: 64) { done in
+                session.dataTask(with: url) { _, _, error in done(error) }.resume()
             }
         case (.urlSession, .download100MiB):
-            bytes = try await rawDownload(URLSession(configuration: configuration), url)
+            let session = URLSession(configuration: configuration)
+            let destination = temporaryFile()
+            defer { try? FileManager.default.removeItem(at: destination) }
+            try wait { done in
+                session.downloadTask(with: url) { location, _, error in
+                    if let location { try? FileManager.default.moveItem(at: location, to: destination) }
+                    done(error)
+                }.resume()
+            }
+            bytes = fileSize(destination)
+        case (.urlSession, .memory100MiB):
+            let session = URLSession(configuration: configuration)
+            let received = LockedBox(0)
+            try wait { done in
+                session.dataTask(with: url) { data, _, error in received.write { $0 = data?.count ?? 0 }; done(error) }.resume()
+            }
+            bytes = received.wrappedValue
+        case (.urlSession, .upload10MiB):
+            let session = URLSession(configuration: configuration)
+            for _ in 0..<count {
+                try wait { done in session.uploadTask(with: uploadRequest(url), from: uploadBody) { _, _, error in done(error) }.resume() }
+                bytes += uploadBody.count
+            }
+
         case (.urlSessionDelegate, .sequential), (.urlSessionDelegate, .soak):
             let raw = RawDelegateSession(configuration: configuration)
             for index in 0..<count {
-                let error: Error? = await withCheckedContinuation { continuation in
-                    raw.get(url) { continuation.resume(returning: $0) }
-                }
-                if let error { throw error }
+                try wait { done in raw.get(url) { _, error in done(error) } }
                 if scenario == .soak { reportRSS(index, count) }
             }
         case (.urlSessionDelegate, .concurrent64):
             let raw = RawDelegateSession(configuration: configuration)
-            try await concurrently(count: count, inFlight: 64) { done in raw.get(url, completion: done) }
+            try concurrently(count: count, inFlight: 64) { done in raw.get(url) { _, error in done(error) } }
         case (.urlSessionDelegate, .download100MiB):
             let raw = RawDelegateSession(configuration: configuration)
             let destination = temporaryFile()
             defer { try? FileManager.default.removeItem(at: destination) }
-            let error: Error? = await withCheckedContinuation { continuation in
-                raw.download(url, to: destination) { continuation.resume(returning: $0) }
-            }
-            if let error { throw error }
+            try wait { done in raw.download(url, to: destination, completion: done) }
             bytes = fileSize(destination)
-        case (.sessionKit, .sequential), (.sessionKit, .soak), (.sessionKitCurl, .sequential), (.sessionKitCurl, .soak):
-            let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
-            for index in 0..<count {
-                try await sessionKitGet(manager, url)
-                if scenario == .soak { reportRSS(index, count) }
+        case (.urlSessionDelegate, .memory100MiB):
+            let raw = RawDelegateSession(configuration: configuration)
+            let received = LockedBox(0)
+            try wait { done in raw.get(url, keepsBody: true) { data, error in received.write { $0 = data.count }; done(error) } }
+            bytes = received.wrappedValue
+        case (.urlSessionDelegate, .upload10MiB):
+            let raw = RawDelegateSession(configuration: configuration)
+            for _ in 0..<count {
+                try wait { done in raw.upload(uploadRequest(url), body: uploadBody, completion: done) }
+                bytes += uploadBody.count
             }
-        case (.sessionKit, .concurrent64), (.sessionKitCurl, .concurrent64):
+
+        case (.sessionKit, _), (.sessionKitCurl, _):
             let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
-            try await concurrently(count: count, inFlight: 64) { done in
-                manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in done(error) }))
-            }
-        case (.sessionKit, .download100MiB):
-            bytes = try await sessionKitDownload(makeManager(), url)
-        case (.sessionKitCurl, .download100MiB):
-            bytes = try await sessionKitDownload(makeManager(transport: .curl), url)
+            bytes = try runSessionKit(manager, scenario: scenario, url: url, count: count)
         }
         let elapsed = Date().timeIntervalSince(started)
-        let rate = scenario == .download100MiB ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
+        let rate = scenario.unit == "MB/s" ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
         return String(format: "result %.3f %.0f", rate, peakRSSKiB())
+    }
+
+    /// The SessionKit side of every scenario; returns the bytes moved.
+    static func runSessionKit(_ manager: URLSessionManager, scenario: Scenario, url: URL, count: Int) throws -> Int {
+        switch scenario {
+        case .sequential, .soak:
+            for index in 0..<count {
+                try wait { done in
+                    manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in done(error) }))
+                }
+                if scenario == .soak { reportRSS(index, count) }
+            }
+            return 0
+        case .concurrent64:
+            try concurrently(count: count, inFlight: 64) { done in
+                manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in done(error) }))
+            }
+            return 0
+        case .download100MiB:
+            let destination = temporaryFile()
+            defer { try? FileManager.default.removeItem(at: destination) }
+            try wait { done in
+                manager.resume(manager.downloadTask(with: URLRequest(url: url), destination: { _, _ in destination },
+                                                    completionHandler: { _, _, error in done(error) }))
+            }
+            return fileSize(destination)
+        case .memory100MiB:
+            let received = LockedBox(0)
+            try wait { done in
+                manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, object, error in
+                    received.write { $0 = (object as? Data)?.count ?? 0 }
+                    done(error)
+                }))
+            }
+            return received.wrappedValue
+        case .upload10MiB:
+            for _ in 0..<count {
+                try wait { done in
+                    manager.resume(manager.uploadTask(with: uploadRequest(url), from: uploadBody,
+                                                      completionHandler: { _, _, error in done(error) }))
+                }
+            }
+            return count * uploadBody.count
+        }
     }
 
     /// Prints the RSS every tenth of a soak.
@@ -104,60 +173,40 @@ enum Measurement {
         return manager
     }
 
+    /// The 10 MiB body of the upload scenario.
+    static let uploadBody = Data(repeating: UInt8(ascii: "u"), count: 10 << 20)
+
+    static func uploadRequest(_ url: URL) -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.setValue("application/octet-stream", forHTTPHeaderField: "Content-Type")
+        return request
+    }
+
     static func temporaryFile() -> URL {
         FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-bench-\(getpid())-\(UUID().uuidString)")
-    }
-
-    // MARK: - URLSession and SessionKit
-
-    static func rawGet(_ session: URLSession, _ url: URL) async throws {
-        let error: Error? = await withCheckedContinuation { continuation in
-            session.dataTask(with: url) { _, _, error in continuation.resume(returning: error) }.resume()
-        }
-        if let error { throw error }
-    }
-
-    static func sessionKitGet(_ manager: URLSessionManager, _ url: URL) async throws {
-        let error: Error? = await withCheckedContinuation { continuation in
-            manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in
-                continuation.resume(returning: error)
-            }))
-        }
-        if let error { throw error }
-    }
-
-    static func rawDownload(_ session: URLSession, _ url: URL) async throws -> Int {
-        let destination = temporaryFile()
-        defer { try? FileManager.default.removeItem(at: destination) }
-        let error: Error? = await withCheckedContinuation { continuation in
-            session.downloadTask(with: url) { location, _, error in
-                if let location { try? FileManager.default.moveItem(at: location, to: destination) }
-                continuation.resume(returning: error)
-            }.resume()
-        }
-        if let error { throw error }
-        return fileSize(destination)
-    }
-
-    static func sessionKitDownload(_ manager: URLSessionManager, _ url: URL) async throws -> Int {
-        let destination = temporaryFile()
-        defer { try? FileManager.default.removeItem(at: destination) }
-        let error: Error? = await withCheckedContinuation { continuation in
-            manager.resume(manager.downloadTask(with: URLRequest(url: url), destination: { _, _ in destination },
-                                                completionHandler: { _, _, error in continuation.resume(returning: error) }))
-        }
-        if let error { throw error }
-        return fileSize(destination)
     }
 
     static func fileSize(_ url: URL) -> Int {
         ((try? FileManager.default.attributesOfItem(atPath: url.path)[.size]) as? NSNumber)?.intValue ?? 0
     }
 
+    /// Starts one request and blocks this measurement thread (never a global-queue thread) until it calls back.
+    static func wait(_ start: (@escaping (Error?) -> Void) -> Void) throws {
+        let semaphore = DispatchSemaphore(value: 0)
+        let failure = LockedBox<Error?>(nil)
+        start { error in
+            failure.write { $0 = error }
+            semaphore.signal()
+        }
+        semaphore.wait()
+        if let error = failure.wrappedValue { throw error }
+    }
+
     /// Keeps `inFlight` requests running until `count` completed; `start` calls its callback once per request.
-    static func concurrently(count: Int, inFlight: Int, start: @escaping (@escaping (Error?) -> Void) -> Void) async throws {
+    static func concurrently(count: Int, inFlight: Int, start: @escaping (@escaping (Error?) -> Void) -> Void) throws {
         let state = LockedBox<(started: Int, finished: Int, error: Error?)>((0, 0, nil))
-        let _: Void = await withCheckedContinuation { continuation in
+        try wait { finished in
             func launch() {
                 let go = state.write { s -> Bool in
                     guard s.started < count else { return false }
@@ -171,21 +220,10 @@ enum Measurement {
                         if let error, s.error == nil { s.error = error }
                         return s.finished == count
                     }
-                    if done { continuation.resume() } else { launch() }
+                    if done { finished(state.wrappedValue.error) } else { launch() }
                 }
             }
             for _ in 0..<min(inFlight, count) { launch() }
-        }
-        if let error = state.wrappedValue.error { throw error }
-    }
-
-    /// Runs blocking libcurl work on a thread of its own (never a global-queue thread).
-    static func onThread<T>(_ work: @escaping () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread {
-                do { continuation.resume(returning: try work()) } catch { continuation.resume(throwing: error) }
-            }
-            thread.start()
         }
     }
 }
@@ -245,6 +283,44 @@ enum Curl {
             }
             if finished < count { curl_multi_poll(multi, nil, 0, 1000, nil) }
         }
+    }
+
+    /// A growing buffer that the write callback appends to.
+    final class Sink {
+        var data = Data()
+    }
+
+    private static let toSink: sk_curl_data_callback = { buffer, size, count, sink in
+        guard let buffer, let sink else { return 0 }
+        Unmanaged<Sink>.fromOpaque(sink).takeUnretainedValue().data.append(UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self),
+                                                                          count: size * count)
+        return size * count
+    }
+
+    static func downloadToMemory(url: URL) throws -> Int {
+        let handle = try makeHandle(url)
+        defer { curl_easy_cleanup(handle) }
+        let sink = Sink()
+        try check(sk_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, toSink))
+        try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()))
+        try check(curl_easy_perform(handle))
+        return sink.data.count
+    }
+
+    /// `count` POSTs of `body`, one connection.
+    static func upload(url: URL, body: Data, count: Int) throws -> Int {
+        let handle = try makeHandle(url)
+        defer { curl_easy_cleanup(handle) }
+        var headers: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Content-Type: application/octet-stream")
+        headers = curl_slist_append(headers, "Expect:")
+        defer { curl_slist_free_all(headers) }
+        try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headers))
+        try body.withUnsafeBytes { bytes in
+            try check(sk_curl_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+            try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, bytes.baseAddress))
+            for _ in 0..<count { try check(curl_easy_perform(handle)) }
+        }
+        return body.count * count
     }
 
     static func download(url: URL, to destination: URL) throws -> Int {

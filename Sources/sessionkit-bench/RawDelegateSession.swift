@@ -10,6 +10,7 @@ import FoundationNetworking
 final class RawDelegateSession: NSObject, URLSessionDataDelegate, URLSessionDownloadDelegate, @unchecked Sendable {
     // @unchecked Sendable: `completions` and `destinations` are `LockedBox`es.
     private let completions = LockedBox<[Int: (Error?) -> Void]>([:])
+    private let bodies = LockedBox<[Int: Data]>([:])
     private let destinations = LockedBox<[Int: URL]>([:])
     private(set) var session: URLSession!
 
@@ -20,9 +21,20 @@ final class RawDelegateSession: NSObject, URLSessionDataDelegate, URLSessionDown
         session = URLSession(configuration: configuration, delegate: self, delegateQueue: queue)
     }
 
-    /// Starts a GET whose body is received and dropped.
-    func get(_ url: URL, completion: @escaping (Error?) -> Void) {
+    /// Starts a GET whose body is dropped, or kept in memory and handed to `completion` when `keepsBody`.
+    func get(_ url: URL, keepsBody: Bool = false, completion: @escaping (Data, Error?) -> Void) {
         let task = session.dataTask(with: url)
+        let identifier = task.taskIdentifier
+        if keepsBody { bodies.write { $0[identifier] = Data() } }
+        completions.write {
+            $0[identifier] = { [bodies] error in completion(bodies.write { $0.removeValue(forKey: identifier) } ?? Data(), error) }
+        }
+        task.resume()
+    }
+
+    /// Starts an upload of `body`.
+    func upload(_ request: URLRequest, body: Data, completion: @escaping (Error?) -> Void) {
+        let task = session.uploadTask(with: request, from: body)
         completions.write { $0[task.taskIdentifier] = completion }
         task.resume()
     }
@@ -35,7 +47,11 @@ final class RawDelegateSession: NSObject, URLSessionDataDelegate, URLSessionDown
         task.resume()
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {}
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        bodies.write { bodies in
+            if bodies[dataTask.taskIdentifier] != nil { bodies[dataTask.taskIdentifier]?.append(data) }
+        }
+    }
 
     func urlSession(_ session: URLSession, downloadTask: URLSessionDownloadTask, didFinishDownloadingTo location: URL) {
         if let destination = destinations.write({ $0.removeValue(forKey: downloadTask.taskIdentifier) }) {

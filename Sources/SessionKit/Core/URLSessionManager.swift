@@ -604,6 +604,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
         if transport == .curl {
             configuration.protocolClasses = [CurlURLProtocol.self] + (configuration.protocolClasses ?? [])
+            // The curl transport does not answer from a URLCache (Docs/Transport.md): without this, URLSession
+            // would still look every request up on disk and store every response, for nothing.
+            configuration.urlCache = nil
         }
         return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
     }

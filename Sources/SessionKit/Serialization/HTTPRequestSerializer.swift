@@ -160,7 +160,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     /// Sets (or, with nil, removes) a default header. Field names are matched without regard to case.
     public func setValue(_ value: String?, forHTTPHeaderField field: String) {
         state.write { state in
-            let existing = state.headers.keys.first { $0.caseInsensitiveCompare(field) == .orderedSame }
+            let existing = state.headers.keys.first { $0.equalsIgnoringASCIICase(field) }
             if let existing {
                 state.headers[existing] = nil
                 state.headerOrder.removeAll { $0 == existing }
@@ -175,7 +175,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     /// The default header for `field`, matched without regard to case.
     public func value(forHTTPHeaderField field: String) -> String? {
         state.read { state in
-            state.headers.first { $0.key.caseInsensitiveCompare(field) == .orderedSame }?.value
+            state.headers.first { $0.key.equalsIgnoringASCIICase(field) }?.value
         }
     }
 

@@ -100,7 +100,7 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for (field, value) in request.allHTTPHeaderFields ?? [:] where field.caseInsensitiveCompare("Content-Length") != .orderedSame {
+        for (field, value) in request.allHTTPHeaderFields ?? [:] where !field.equalsIgnoringASCIICase("Content-Length") {
             list = curl_slist_append(list, "\(field): \(value)")  // libcurl writes Content-Length itself
         }
         // curl adds these on its own; an empty value removes them unless the request set them.
@@ -236,32 +236,47 @@ final class CurlTransfer: @unchecked Sendable {
 
     private func header(_ line: UnsafeRawBufferPointer) {
         guard !responseDelivered else { return }
-        if line.starts(with: Array("HTTP/".utf8)) {
+        if line.starts(with: Self.statusLinePrefix) {
             // A status line (a new one after a 1xx): "HTTP/1.1 200 OK".
             let parts = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
             httpVersion = parts.first.map { String(decoding: $0, as: UTF8.self) } ?? "HTTP/1.1"
-            statusCode = parts.count > 1 ? Int(String(decoding: parts[1], as: UTF8.self)) ?? 0 : 0
+            statusCode = parts.count > 1 ? parts[1].reduce(0) { code, digit in
+                (48...57).contains(digit) && code < 1000 ? code * 10 + Int(digit - 48) : 0
+            } : 0
             headerFields = []
             return
         }
-        let trimmed = line.prefix { $0 != UInt8(ascii: "\r") && $0 != UInt8(ascii: "\n") }
-        if trimmed.isEmpty {
+        // Parsed as bytes: String-based trimming and splitting cost more than the rest of the transfer.
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var end = line.count
+        while end > 0, isSpace(line[end - 1]) { end -= 1 }
+        if end == 0 {
             if statusCode >= 200 { deliverResponseIfNeeded() }
             return
         }
-        guard let colon = trimmed.firstIndex(of: UInt8(ascii: ":")) else { return }
-        let name = String(decoding: trimmed[..<colon], as: UTF8.self)
-        let value = String(decoding: trimmed[(colon + 1)...], as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
+        var start = colon + 1
+        while start < end, isSpace(line[start]) { start += 1 }
+        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
+        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
         headerFields.append((name, value))
     }
+
+    private static let statusLinePrefix = Array("HTTP/".utf8)
 
     private func deliverResponseIfNeeded() {
         guard !responseDelivered, statusCode > 0 else { return }
         responseDelivered = true
+        // Repeated fields are joined with ", " under the first spelling of their name (RFC 9110 5.3).
         var fields: [String: String] = [:]
+        var names: [String] = []
         for (name, value) in headerFields {
-            let key = fields.keys.first { $0.caseInsensitiveCompare(name) == .orderedSame } ?? name
-            fields[key] = fields[key].map { "\($0), \(value)" } ?? value
+            if let key = names.first(where: { $0.equalsIgnoringASCIICase(name) }) {
+                fields[key] = (fields[key] ?? "") + ", " + value
+            } else {
+                names.append(name)
+                fields[name] = value
+            }
         }
         if let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) {
             events.response(response, headerFields)

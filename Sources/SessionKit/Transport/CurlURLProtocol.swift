@@ -95,7 +95,7 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let events = CurlTransfer.Events(
             response: { [weak self] response, lines in
                 if let cookieStorage, let url = response.url {
-                    let setCookies = lines.filter { $0.0.caseInsensitiveCompare("Set-Cookie") == .orderedSame }
+                    let setCookies = lines.filter { $0.0.equalsIgnoringASCIICase("Set-Cookie") }
                     for (_, value) in setCookies {
                         let cookies = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
                         cookieStorage.setCookies(cookies, for: url, mainDocumentURL: nil)
