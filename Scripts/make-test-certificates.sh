@@ -4,12 +4,15 @@
 #   root-ca.pem/.key       a test root CA (never trusted by the system)
 #   localhost.pem/.key     a leaf for localhost and 127.0.0.1, signed by the root
 #   localhost-chain.pem    the leaf followed by the root
+#   expired / not-yet-valid leaves and the *-chain.pem files the live TLS tests serve (see the end)
+# `make-test-certificates.sh served` makes only the last part again, keeping the CAs and leaves above.
 set -euo pipefail
 out="$(cd "$(dirname "$0")/.." && pwd)/Sources/SessionKitTestSupport/Certificates"
 mkdir -p "$out"
 cd "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ "${1:-all}" != served ]; then
 
 openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
   -subj "/CN=SessionKit Test Root CA" \
@@ -59,3 +62,44 @@ openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=SessionK
 leaf untrusted-leaf "DNS:localhost,IP:127.0.0.1" untrusted-root
 rm -f ./*.srl
 echo "evaluation certificates written"
+fi
+
+# Leaves outside their validity period, for localhost/127.0.0.1 under the intermediate (`openssl ca` sets the dates).
+mkdir -p "$tmp/ca"
+dated_leaf() { # name, start, end (YYYYMMDDHHMMSSZ)
+  : > "$tmp/ca/index.txt"
+  echo 1000 > "$tmp/ca/serial"
+  cat > "$tmp/ca.cnf" <<CNF
+[ ca ]
+default_ca = test
+[ test ]
+dir = $tmp/ca
+database = \$dir/index.txt
+serial = \$dir/serial
+new_certs_dir = \$dir
+default_md = sha256
+policy = anything
+unique_subject = no
+[ anything ]
+commonName = supplied
+[ leaf ]
+basicConstraints = critical,CA:FALSE
+keyUsage = critical,digitalSignature,keyEncipherment
+extendedKeyUsage = serverAuth
+subjectAltName = DNS:localhost,IP:127.0.0.1
+CNF
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=localhost" -keyout "$1.key" -out "$tmp/$1.csr"
+  openssl ca -batch -notext -config "$tmp/ca.cnf" -cert intermediate-ca.pem -keyfile intermediate-ca.key \
+    -extensions leaf -startdate "$2" -enddate "$3" -in "$tmp/$1.csr" -out "$1.pem"
+}
+dated_leaf expired 20200101000000Z 20210101000000Z
+dated_leaf not-yet-valid 20400101000000Z 20410101000000Z
+
+# What the live TLS tests serve: each leaf with its intermediate and root, and one without its intermediate.
+for leaf in intermediate-localhost wrong-host expired not-yet-valid; do
+  cat "$leaf.pem" intermediate-ca.pem root-ca.pem > "$leaf-chain.pem"
+done
+cat intermediate-localhost.pem root-ca.pem > missing-intermediate-chain.pem
+cat untrusted-leaf.pem untrusted-root.pem > untrusted-leaf-chain.pem
+cp self-signed.pem self-signed-chain.pem
+echo "served chains written"

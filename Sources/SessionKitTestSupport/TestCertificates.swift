@@ -36,6 +36,15 @@ public enum TestCertificates {
                  keyFile: directory.appendingPathComponent("localhost.key"))
     }
 
+    /// A chain made by the script for the live TLS tests, `<name>-chain.pem`, with the key of its leaf: one of
+    /// `intermediate-localhost`, `wrong-host`, `expired`, `not-yet-valid`, `self-signed`, `untrusted-leaf`, and
+    /// `missing-intermediate` (the intermediate-localhost leaf served with the root but without its intermediate).
+    public static func served(_ name: String) -> Identity {
+        let key = name == "missing-intermediate" ? "intermediate-localhost" : name
+        return Identity(chainFile: directory.appendingPathComponent("\(name)-chain.pem"),
+                        keyFile: directory.appendingPathComponent("\(key).key"))
+    }
+
     /// The DER bytes of the first certificate in a PEM file.
     public static func derCertificate(at pemFile: URL) throws -> Data {
         let text = try String(contentsOf: pemFile, encoding: .utf8)

@@ -68,6 +68,12 @@ static inline CURLcode sk_curl_easy_setopt_prereq_callback(CURL *handle, sk_curl
     return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, value);
 }
 
+typedef int (*sk_curl_seek_callback)(void *userdata, curl_off_t offset, int origin);
+
+static inline CURLcode sk_curl_easy_setopt_seek_callback(CURL *handle, sk_curl_seek_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
+}
+
 /// The libcurl version string, e.g. "7.88.1".
 const char *sk_curl_version_string(void);
 

@@ -134,6 +134,11 @@ final class TaskDelegate: @unchecked Sendable {
             }
         }
         downloadProgress.totalUnitCount = expected > 0 ? expected : -1
+        if bodyFile == nil, expected > 0 {
+            // One allocation of the announced size (at most 1 GiB; pages are only touched as bytes arrive)
+            // instead of doubling: a body in memory then peaks near its own size, not twice it.
+            lock.withLock { body.reserveCapacity(Int(min(expected, 1 << 30))) }
+        }
     }
 
     /// Asks for resume data when the task ends (it is then cancelled by the caller).

@@ -47,16 +47,17 @@ extension URLSessionManager {
             uploadProgress: { [weak task] sent, expected in
                 // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves, on
                 // the delegate queue, as URLSession would.
+                guard let task else { return }
                 operationQueue.addOperation {
-                    guard let task else { return }
                     overrides.read { $0.taskDidSendBodyData }?(session, task, 0, sent, expected)
                     registry.delegate(for: task)?.didSendBodyData(totalBytesSent: sent, totalBytesExpectedToSend: expected)
                 }
             },
             flowControl: flowControl,
             timings: { [weak task] timings in
+                guard let task else { return }
                 operationQueue.addOperation {
-                    guard let task, let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
+                    guard let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
                     observe(session, task, timings)
                 }
             })

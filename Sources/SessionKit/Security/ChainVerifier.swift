@@ -25,7 +25,8 @@ enum ChainVerifier {
     ///     intermediate or leaf is a valid anchor).
     ///   - domain: A host name or IP address the leaf must match, or nil to check only the chain.
     ///   - date: The time the certificates must be valid at.
-    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date) -> Outcome {
+    ///   - checksTime: False to leave validity dates out (to tell whether a chain leads to an anchor at all).
+    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date, checksTime: Bool = true) -> Outcome {
         let failure = Outcome(isTrusted: false, code: Int32(X509_V_ERR_UNSPECIFIED))
         let certificates = chain.compactMap(parse)
         guard let leaf = certificates.first, certificates.count == chain.count else {
@@ -47,6 +48,7 @@ enum ChainVerifier {
         } else {
             X509_STORE_set_default_paths(store)
         }
+        if !checksTime { X509_STORE_set_flags(store, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
 
         guard let untrusted = sk_x509_stack_new() else { return failure }
         defer { sk_x509_stack_free(untrusted) }
@@ -56,7 +58,8 @@ enum ChainVerifier {
         defer { X509_STORE_CTX_free(context) }
         guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return failure }
         X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER)
-        X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970))
+        // A set time takes precedence over X509_V_FLAG_NO_CHECK_TIME in OpenSSL: set it only when dates count.
+        if checksTime { X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970)) }
         if let domain, let parameters = X509_STORE_CTX_get0_param(context) {
             let bare = domain.hasPrefix("[") && domain.hasSuffix("]") ? String(domain.dropFirst().dropLast()) : domain
             let isIP = bare.withCString { text in

@@ -102,6 +102,44 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
 
     /// Whether `serverTrust` passes this policy for `domain` (nil: no domain to match).
     public func evaluate(_ serverTrust: ServerTrust, forDomain domain: String?) -> Bool {
+        decide(serverTrust, forDomain: domain) == nil
+    }
+
+    /// Why a chain was refused: the `URLError` code a transport reports, and a sentence for the user.
+    struct Refusal: Equatable {
+        let code: URLError.Code
+        let reason: String
+
+        /// A refusal for OpenSSL's verification `outcome`: expired, not yet valid and unknown roots get codes of their
+        /// own; a host mismatch and anything else are `.serverCertificateUntrusted` with OpenSSL's reason.
+        init(_ outcome: ChainVerifier.Outcome, domain: String?) {
+            switch outcome.code {
+            case 10:  // X509_V_ERR_CERT_HAS_EXPIRED
+                code = .serverCertificateHasBadDate
+                reason = "A certificate of the server's chain has expired."
+            case 9:  // X509_V_ERR_CERT_NOT_YET_VALID
+                code = .serverCertificateNotYetValid
+                reason = "A certificate of the server's chain is not yet valid."
+            case 2, 18, 19, 20, 21:  // no issuer, self-signed leaf or root, no local issuer, leaf signature unverifiable
+                code = .serverCertificateHasUnknownRoot
+                reason = "The server's certificate chain does not end at a trusted root (\(outcome.reason))."
+            case 62, 64:  // X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH
+                code = .serverCertificateUntrusted
+                reason = "The server's certificate is not valid for \(domain ?? "this host")."
+            default:
+                code = .serverCertificateUntrusted
+                reason = "The server's certificate chain is not valid (\(outcome.reason))."
+            }
+        }
+
+        init(code: URLError.Code = .serverCertificateUntrusted, reason: String) {
+            self.code = code
+            self.reason = reason
+        }
+    }
+
+    /// Evaluates `serverTrust` with AFNetworking's rules: nil when it passes, else why not.
+    func decide(_ serverTrust: ServerTrust, forDomain domain: String?) -> Refusal? {
         let settings = self.settings.wrappedValue
         let certificatePins = settings.pinnedCertificates
         let keyPins = settings.pinnedPublicKeyHashes.union(
@@ -111,7 +149,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         if domain != nil, settings.allowInvalidCertificates, settings.validatesDomainName,
            pinningMode == .none || !hasPins {
             // AFNetworking: a domain can only be checked against pins when the chain is not validated.
-            return false
+            return Refusal(reason: "The policy allows invalid certificates and validates the domain name without pins: "
+                + "no server can pass it.")
         }
         let checkedDomain = settings.validatesDomainName ? domain : nil
         let chain = serverTrust.certificateChain
@@ -119,22 +158,30 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             chain: chain, anchors: serverTrust.anchors, domain: checkedDomain, date: serverTrust.verificationDate)
 
         if pinningMode == .none {
-            return settings.allowInvalidCertificates || systemOutcome.isTrusted
+            return settings.allowInvalidCertificates || systemOutcome.isTrusted ? nil : Refusal(systemOutcome, domain: checkedDomain)
         }
         if !settings.allowInvalidCertificates && !systemOutcome.isTrusted {
-            return false
+            return Refusal(systemOutcome, domain: checkedDomain)
         }
+        let noPin = Refusal(reason: "No certificate of the server's chain matches a pinned "
+            + (pinningMode == .certificate ? "certificate." : "public key."))
         switch pinningMode {
         case .none:
-            return false
+            return noPin
         case .certificate:
-            guard hasPins else { return false }
+            guard hasPins else { return noPin }
             let pinnedOutcome = ChainVerifier.verify(
                 chain: chain, anchors: Array(certificatePins), domain: checkedDomain, date: serverTrust.verificationDate)
-            guard pinnedOutcome.isTrusted else { return false }
-            return pinnedOutcome.builtChain.contains { certificatePins.contains($0) }
+            guard pinnedOutcome.isTrusted else {
+                // A chain that leads to no pinned certificate, whatever the dates, is a pin failure; one that does
+                // but fails at this date or for this host says why.
+                let leadsToPin = ChainVerifier.verify(chain: chain, anchors: Array(certificatePins), domain: nil,
+                                                      date: serverTrust.verificationDate, checksTime: false).isTrusted
+                return leadsToPin ? Refusal(pinnedOutcome, domain: checkedDomain) : noPin
+            }
+            return pinnedOutcome.builtChain.contains { certificatePins.contains($0) } ? nil : noPin
         case .publicKey:
-            guard hasPins else { return false }
+            guard hasPins else { return noPin }
             // As the chain of a SecTrust: the presented certificates up to the anchor, when a chain can be built
             // (whatever the domain), else as presented.
             var candidates = systemOutcome.isTrusted ? systemOutcome.builtChain : chain
@@ -143,10 +190,11 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
                                                  date: serverTrust.verificationDate)
                 if built.isTrusted { candidates = built.builtChain }
             }
-            return candidates.contains { der in
+            let pinned = candidates.contains { der in
                 guard let pin = try? Certificate(der: der).publicKeyPin else { return false }
                 return keyPins.contains(pin)
             }
+            return pinned ? nil : noPin
         }
     }
 

@@ -104,6 +104,7 @@ final class CurlEngine: @unchecked Sendable {
                 curl_multi_remove_handle(multi, easy)
                 transfer.finish(code: code)
             }
+            for transfer in transfers.values { transfer.flushEvents() }
             curl_multi_poll(multi, nil, 0, 1000, nil)
         }
     }

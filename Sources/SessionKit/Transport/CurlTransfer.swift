@@ -27,6 +27,8 @@ final class CurlTransfer: @unchecked Sendable {
         var uploadProgress: (Int64, Int64) -> Void
         /// libcurl's timings, once the transfer ended.
         var timings: (TransferTimings) -> Void = { _ in }
+        /// Sends what `response`, `data` and `completion` queued in this pass of the engine, in one piece.
+        var flush: () -> Void = {}
     }
 
     let easy: UnsafeMutableRawPointer
@@ -41,6 +43,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var responseDelivered = false
     private var policyEvaluated = false
     private var policyAccepted = false
+    /// Why the policy refused this handshake's chain.
+    private var refusal: SecurityPolicy.Refusal?
     /// No byte for this long ends the transfer with `URLError.timedOut` (URLSession's request timeout is an idle
     /// timeout, which libcurl's own options do not express while waiting for the response head).
     private let idleTimeout: TimeInterval
@@ -83,7 +87,8 @@ final class CurlTransfer: @unchecked Sendable {
         } else if method != "GET" {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
-        if request.httpBody == nil, let stream = request.httpBodyStream {
+        let httpBody = request.httpBody  // a copy on Linux: read once
+        if httpBody == nil, let stream = request.httpBodyStream {
             bodyStream = stream
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
             uploadLength = length ?? -1
@@ -92,11 +97,22 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, Self.readCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, Unmanaged.passUnretained(self).toOpaque())
         }
-        if let body = request.httpBody {
+        if let body = httpBody {
             uploadLength = Int64(body.count)
             _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
-            _ = body.withUnsafeBytes { raw in
-                sk_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+            if body.count <= Self.copiedBodyLimit {
+                _ = body.withUnsafeBytes { raw in
+                    sk_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+                }
+            } else {
+                // A large body is read from the request's own bytes rather than copied into libcurl; the seek
+                // callback lets libcurl start over when it must resend on a fresh connection.
+                bodyData = body
+                _ = sk_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+                _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, Self.readCallback)
+                _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, Unmanaged.passUnretained(self).toOpaque())
+                _ = sk_curl_easy_setopt_seek_callback(easy, Self.seekCallback)
+                _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, Unmanaged.passUnretained(self).toOpaque())
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
@@ -151,15 +167,30 @@ final class CurlTransfer: @unchecked Sendable {
         // once the engine resumes the transfer.
         if transfer.flowControl?.shouldPause() == true { return Int(CURL_WRITEFUNC_PAUSE) }
         transfer.deliverResponseIfNeeded()
+        transfer.hasQueuedEvents = true
         transfer.events.data(Data(bytes: buffer, count: length))
         transfer.flowControl?.produced(length)
         return length
     }
 
-    /// Feeds the request body from its stream (opened on the first read). Reading happens on the engine thread.
+    /// Bodies up to this size are copied into libcurl; larger ones are read from ``bodyData``.
+    private static let copiedBodyLimit = 256 * 1024
+    /// A large `Data` body, read by ``readCallback`` from ``bodyOffset``.
+    private var bodyData: Data?
+    private var bodyOffset = 0
+
+    /// Feeds the request body from its bytes or its stream (opened on the first read), on the engine thread.
     private static let readCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0x1000_0000 }  // CURL_READFUNC_ABORT
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        if let data = transfer.bodyData {
+            let length = min(size * count, data.count - transfer.bodyOffset)
+            guard length > 0 else { return 0 }
+            let start = data.startIndex + transfer.bodyOffset
+            data.copyBytes(to: UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: UInt8.self), from: start..<start + length)
+            transfer.bodyOffset += length
+            return length
+        }
         guard let stream = transfer.bodyStream else { return 0 }
         if stream.streamStatus == .notOpen { stream.open() }
         let read = buffer.withMemoryRebound(to: UInt8.self, capacity: size * count) { stream.read($0, maxLength: size * count) }
@@ -169,6 +200,15 @@ final class CurlTransfer: @unchecked Sendable {
         }
         if read == 0 { stream.close() }
         return read
+    }
+
+    /// libcurl rewinds a `Data` body to send it again (on a fresh connection after a reused one died).
+    private static let seekCallback: sk_curl_seek_callback = { userdata, offset, origin in
+        guard let userdata else { return 1 }  // CURL_SEEKFUNC_FAIL
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        guard let data = transfer.bodyData, origin == SEEK_SET, offset >= 0, offset <= data.count else { return 2 }  // CANTSEEK
+        transfer.bodyOffset = Int(offset)
+        return 0
     }
 
     /// Called at least once a second: ends a transfer that has been idle for longer than its timeout.
@@ -215,10 +255,11 @@ final class CurlTransfer: @unchecked Sendable {
                 }
             }
         }
-        let accepted = transfer.policy.evaluate(ServerTrust(certificateChain: chain), forDomain: transfer.url.host)
+        let refusal = transfer.policy.decide(ServerTrust(certificateChain: chain), forDomain: transfer.url.host)
         transfer.policyEvaluated = true
-        transfer.policyAccepted = accepted
-        return accepted ? 1 : 0
+        transfer.policyAccepted = refusal == nil
+        transfer.refusal = refusal
+        return refusal == nil ? 1 : 0
     }
 
     /// Runs once the connection is ready and before any request byte: refuse unless the policy passed.
@@ -279,13 +320,27 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         if let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) {
+            hasQueuedEvents = true
             events.response(response, headerFields)
         }
+    }
+
+    /// Whether `response`, `data` or `completion` queued something since the last ``flushEvents()``.
+    private var hasQueuedEvents = false
+
+    /// Called by the engine after each pass: one hop to URLSession's queue for all this pass produced (a small
+    /// response's head, body and end usually travel together).
+    func flushEvents() {
+        guard hasQueuedEvents else { return }
+        hasQueuedEvents = false
+        events.flush()
     }
 
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
         events.timings(timings())
+        hasQueuedEvents = true
+        defer { flushEvents() }
         if code == CURLE_OK {
             deliverResponseIfNeeded()
             events.completion(nil)
@@ -323,8 +378,8 @@ final class CurlTransfer: @unchecked Sendable {
             NSLocalizedDescriptionKey: reason,
         ]
         if isTLS && policyEvaluated && !policyAccepted {
-            return URLError(.serverCertificateUntrusted, userInfo: userInfo.merging(
-                [NSLocalizedDescriptionKey: "The server's certificate chain does not pass the security policy."]) { $1 })
+            let refusal = refusal ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
+            return URLError(refusal.code, userInfo: userInfo.merging([NSLocalizedDescriptionKey: refusal.reason]) { $1 })
         }
         if bodyStreamFailed {
             return URLError(.cannotDecodeRawData, userInfo: userInfo.merging(

@@ -124,7 +124,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                 }
             },
             uploadProgress: { sent, expected in uploadProgress?(sent, expected) },
-            timings: { [context] timings in context?.timings(timings) })
+            timings: { [context] timings in context?.timings(timings) },
+            flush: { [weak self] in self?.sendClientWork() })
         guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
               let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout,
                                           proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
@@ -179,26 +180,41 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         if let engine, let transfer { engine.remove(transfer) }
     }
 
-    /// Runs `body` on the queue URLSession started this protocol on, unless loading was stopped.
+    /// Client calls queued on the engine thread, sent together by ``sendClientWork()``.
+    private let outbox = Protected<[(CurlURLProtocol) -> Void]>([])
+
+    /// Queues `body` to run on the queue URLSession started this protocol on (unless loading was stopped by then).
+    /// Called on the engine thread; the engine sends the queue at the end of its pass.
     private func onClientQueue(_ body: @escaping (CurlURLProtocol) -> Void) {
-        guard let queue else { return }
-        let work = ClientWork(protocolObject: self, body: body)
+        outbox.write { $0.append(body) }
+    }
+
+    /// Sends the queued client calls to URLSession's queue in one `dispatch_async_f`, in order.
+    private func sendClientWork() {
+        let bodies = outbox.write { outbox -> [(CurlURLProtocol) -> Void] in
+            defer { outbox.removeAll(keepingCapacity: true) }
+            return outbox
+        }
+        guard let queue, !bodies.isEmpty else { return }
+        let work = ClientWork(protocolObject: self, bodies: bodies)
         sk_dispatch_async_f(queue, Unmanaged.passRetained(work).toOpaque()) { context in
             guard let context else { return }
             let work = Unmanaged<ClientWork>.fromOpaque(context).takeRetainedValue()
-            guard !work.protocolObject.state.read({ $0.stopped }) else { return }
-            work.body(work.protocolObject)
+            for body in work.bodies {
+                guard !work.protocolObject.state.read({ $0.stopped }) else { return }
+                body(work.protocolObject)
+            }
         }
     }
 
-    /// One client call travelling to URLSession's queue.
+    /// Client calls travelling to URLSession's queue together.
     private final class ClientWork {
         let protocolObject: CurlURLProtocol
-        let body: (CurlURLProtocol) -> Void
+        let bodies: [(CurlURLProtocol) -> Void]
 
-        init(protocolObject: CurlURLProtocol, body: @escaping (CurlURLProtocol) -> Void) {
+        init(protocolObject: CurlURLProtocol, bodies: [(CurlURLProtocol) -> Void]) {
             self.protocolObject = protocolObject
-            self.body = body
+            self.bodies = bodies
         }
     }
 }

@@ -1,0 +1,181 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// `SecurityPolicy` on the curl transport against real TLS servers on loopback: the offline matrix of
+/// `SecurityPolicyTests` again, through a manager, in the handshake; and the failures that get codes of their own.
+/// Every refusal is checked in the server's request log: no request arrived.
+final class LiveTLSTests: XCTestCase {
+    private enum Pin: CaseIterable { case leaf, intermediate, root, unrelated, none }
+
+    private func der(_ name: String) throws -> Data {
+        try TestCertificates.derCertificate(at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
+    }
+
+    private func manager(_ server: LoopbackServer, host: String, policy: SecurityPolicy) throws -> HTTPSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let baseURL = try XCTUnwrap(URL(string: "https://\(host):\(server.port)"))
+        let manager = HTTPSessionManager(baseURL: baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        manager.securityPolicy = policy
+        return manager
+    }
+
+    /// Sends one GET; nil when it succeeded, else its `URLError`. Fails the test on any other outcome.
+    private func attempt(_ manager: HTTPSessionManager, file: StaticString = #filePath, line: UInt = #line) async -> URLError? {
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        do {
+            let result = try await manager.get("/get")
+            XCTAssertEqual(result.statusCode, 200, file: file, line: line)
+            return nil
+        } catch let error as URLError {
+            return error
+        } catch {
+            XCTFail("unexpected error \(error)", file: file, line: line)
+            return URLError(.unknown)
+        }
+    }
+
+    /// Every pinning mode × allowInvalidCertificates × validatesDomainName × pin × (server, host name): 240 live
+    /// handshakes. The test root is not in the system store, so a chain is trusted only through pinned anchors.
+    func testPolicyMatrixInTheLiveHandshake() async throws {
+        let served = try await LoopbackServer.start(tls: TestCertificates.served("intermediate-localhost"))
+        let wrongHost = try await LoopbackServer.start(tls: TestCertificates.served("wrong-host"))
+        defer {
+            Task {
+                try? await served.shutdown()
+                try? await wrongHost.shutdown()
+            }
+        }
+        let cases: [(server: LoopbackServer, leaf: String, host: String, domainMatches: Bool)] = [
+            (served, "intermediate-localhost", "127.0.0.1", true), (served, "intermediate-localhost", "localhost", true),
+            (wrongHost, "wrong-host", "127.0.0.1", false), (wrongHost, "wrong-host", "localhost", false),
+        ]
+        let commonPins: [Pin: Data] = [
+            .intermediate: try der("intermediate-ca"), .root: try der("root-ca"), .unrelated: try der("untrusted-root"),
+        ]
+        var checked = 0
+        for target in cases {
+            var pins = commonPins
+            pins[.leaf] = try der(target.leaf)
+            for mode in SSLPinningMode.allCases {
+                for allowInvalid in [false, true] {
+                    for validatesDomain in [false, true] {
+                        for pin in Pin.allCases {
+                            let policy = SecurityPolicy(pinningMode: mode, pinnedCertificates: pins[pin].map { [$0] } ?? [])
+                            policy.allowInvalidCertificates = allowInvalid
+                            policy.validatesDomainName = validatesDomain
+                            let pinInChain = pin == .leaf || pin == .intermediate || pin == .root
+                            let expected: Bool
+                            if allowInvalid && validatesDomain && (mode == .none || pin == .none) {
+                                expected = false
+                            } else if mode == .none {
+                                expected = allowInvalid
+                            } else if !allowInvalid {
+                                expected = false  // untrusted by the system store
+                            } else if mode == .certificate {
+                                expected = pinInChain && (!validatesDomain || target.domainMatches)
+                            } else {
+                                expected = pinInChain
+                            }
+                            let label = "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) "
+                                + "pin \(pin) leaf \(target.leaf) host \(target.host)"
+                            let before = target.server.requests.count
+                            let error = await attempt(try manager(target.server, host: target.host, policy: policy))
+                            XCTAssertEqual(error == nil, expected, "\(label): \(error.map { "\($0)" } ?? "passed")")
+                            if let error, !expected {
+                                // Without allowInvalidCertificates the system store refuses first: an unknown root.
+                                let code: URLError.Code = allowInvalid ? .serverCertificateUntrusted : .serverCertificateHasUnknownRoot
+                                XCTAssertEqual(error.code, code, "\(label): \(error.localizedDescription)")
+                                XCTAssertNotNil(error.failingURL, label)
+                                XCTAssertEqual(target.server.requests.count, before, "\(label): a refused server receives no request")
+                            } else if expected {
+                                XCTAssertEqual(target.server.requests.count, before + 1, label)
+                            }
+                            checked += 1
+                        }
+                    }
+                }
+            }
+        }
+        XCTAssertEqual(checked, 240)
+    }
+
+    /// A policy that trusts the test root through a pin, in certificate mode: what remains is the leaf's own fault.
+    private func rootPinned(validatesDomain: Bool = true) throws -> SecurityPolicy {
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("root-ca")])
+        policy.allowInvalidCertificates = true
+        policy.validatesDomainName = validatesDomain
+        return policy
+    }
+
+    private func refusal(serving name: String, policy: SecurityPolicy, host: String = "127.0.0.1",
+                         file: StaticString = #filePath, line: UInt = #line) async throws -> URLError? {
+        let server = try await LoopbackServer.start(tls: TestCertificates.served(name))
+        defer { Task { try? await server.shutdown() } }
+        let error = await attempt(try manager(server, host: host, policy: policy), file: file, line: line)
+        if error != nil {
+            XCTAssertTrue(server.requests.isEmpty, "\(name): a refused server receives no request", file: file, line: line)
+        }
+        return error
+    }
+
+    func testExpiredAndNotYetValidLeavesHaveTheirOwnCodes() async throws {
+        let expired = try await refusal(serving: "expired", policy: try rootPinned())
+        XCTAssertEqual(expired?.code, .serverCertificateHasBadDate, "\(String(describing: expired))")
+        XCTAssertTrue(expired?.localizedDescription.contains("expired") == true)
+        let early = try await refusal(serving: "not-yet-valid", policy: try rootPinned())
+        XCTAssertEqual(early?.code, .serverCertificateNotYetValid, "\(String(describing: early))")
+    }
+
+    func testUnknownRootAndSelfSignedLeaf() async throws {
+        for name in ["intermediate-localhost", "self-signed", "untrusted-leaf"] {
+            let error = try await refusal(serving: name, policy: .default)
+            XCTAssertEqual(error?.code, .serverCertificateHasUnknownRoot, "\(name): \(String(describing: error))")
+        }
+        // A self-signed leaf pinned by its public key is trusted through the pin.
+        let selfSigned = try Certificate(der: try der("self-signed"))
+        let pinned = SecurityPolicy(pinnedPublicKeyHashes: [selfSigned.publicKeyPin])
+        pinned.allowInvalidCertificates = true
+        let none = try await refusal(serving: "self-signed", policy: pinned)
+        XCTAssertNil(none)
+    }
+
+    func testHostMismatchIsUntrustedWithAReason() async throws {
+        let error = try await refusal(serving: "wrong-host", policy: try rootPinned())
+        XCTAssertEqual(error?.code, .serverCertificateUntrusted)
+        XCTAssertTrue(error?.localizedDescription.contains("127.0.0.1") == true, "\(String(describing: error?.localizedDescription))")
+        // The same chain passes when the domain is not validated.
+        let none = try await refusal(serving: "wrong-host", policy: try rootPinned(validatesDomain: false))
+        XCTAssertNil(none)
+    }
+
+    func testServerWithoutItsIntermediate() async throws {
+        // Pinned to the root, the chain cannot be built without the intermediate the server left out.
+        let rootRefused = try await refusal(serving: "missing-intermediate", policy: try rootPinned())
+        XCTAssertEqual(rootRefused?.code, .serverCertificateUntrusted)
+        // Pinned to the intermediate (an anchor of its own), or to the leaf's public key, it passes.
+        let intermediatePin = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("intermediate-ca")])
+        intermediatePin.allowInvalidCertificates = true
+        let passed = try await refusal(serving: "missing-intermediate", policy: intermediatePin)
+        XCTAssertNil(passed)
+        let leaf = try Certificate(der: try der("intermediate-localhost"))
+        let keyPin = SecurityPolicy(pinnedPublicKeyHashes: [leaf.publicKeyPin])
+        keyPin.allowInvalidCertificates = true
+        let keyPassed = try await refusal(serving: "missing-intermediate", policy: keyPin)
+        XCTAssertNil(keyPassed)
+    }
+
+    func testHandshakeFailureIsSecureConnectionFailed() async throws {
+        let plain = try await LoopbackServer.start()
+        defer { Task { try? await plain.shutdown() } }
+        let error = await attempt(try manager(plain, host: "127.0.0.1", policy: try rootPinned()))
+        XCTAssertEqual(error?.code, .secureConnectionFailed, "\(String(describing: error))")
+    }
+}
