@@ -29,10 +29,11 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             guard let head else { return }
             self.head = nil
             let bodyData = Data(body.readableBytesView)
-            let recorded = RecordedRequest(
+            var recorded = RecordedRequest(
                 method: head.method.rawValue, uri: head.uri,
                 headers: head.headers.map { (name: $0.name, value: $0.value) },
                 body: bodyData.prefix(LoopbackServer.recordedBodyLimit), bodyLength: bodyData.count, isTLS: isTLS)
+            recorded.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
             record(recorded)
             route(Request(head: head, body: bodyData, isTLS: isTLS), context: context)
         }

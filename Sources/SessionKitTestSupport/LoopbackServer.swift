@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOPosix
 import NIOSSL
 
@@ -59,10 +60,13 @@ public final class LoopbackServer: @unchecked Sendable {
     ///
     /// - Parameters:
     ///   - tls: The server's certificate and key, or nil for plain HTTP.
+    ///   - http2: With `tls`, offer HTTP/2 by ALPN (`h2`, then `http/1.1`); each stream is served like a request of
+    ///     its own.
     ///   - recordsRequests: Keep every request in ``requests``; turn off for long load runs.
     ///   - threads: Event-loop threads.
     public static func start(
         tls: TestCertificates.Identity? = nil,
+        http2: Bool = false,
         recordsRequests: Bool = true,
         threads: Int = 1
     ) async throws -> LoopbackServer {
@@ -70,7 +74,9 @@ public final class LoopbackServer: @unchecked Sendable {
         let log = NIOLockedValueBox<[RecordedRequest]>([])
         let counters = NIOLockedValueBox(Counters())
         let sslContext = try tls.map { identity in
-            try NIOSSLContext(configuration: identity.serverConfiguration())
+            var configuration = try identity.serverConfiguration()
+            if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
+            return try NIOSSLContext(configuration: configuration)
         }
         let isTLS = sslContext != nil
         let recorder: @Sendable (RecordedRequest) -> Void = { request in
@@ -83,6 +89,27 @@ public final class LoopbackServer: @unchecked Sendable {
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 counters.withLockedValue { $0.connections += 1 }
+                if http2, let sslContext {
+                    return channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }.flatMap {
+                        channel.configureHTTP2SecureUpgrade(
+                            h2ChannelConfigurator: { connection in
+                                connection.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
+                                    stream.eventLoop.makeCompletedFuture {
+                                        try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
+                                        try stream.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: true, record: recorder))
+                                    }
+                                }).map { _ in }
+                            },
+                            http1ChannelConfigurator: { connection in
+                                connection.eventLoop.makeCompletedFuture {
+                                    try connection.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                                    try connection.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: true, record: recorder))
+                                }
+                            })
+                    }
+                }
                 return channel.eventLoop.makeCompletedFuture {
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))

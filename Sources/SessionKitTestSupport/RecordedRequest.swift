@@ -14,12 +14,14 @@ public struct RecordedRequest: Sendable {
     public let bodyLength: Int
     /// Whether the request came over TLS.
     public let isTLS: Bool
+    /// The protocol version it came in, e.g. `HTTP/1.1` or `HTTP/2.0`.
+    public var httpVersion: String = "HTTP/1.1"
 
     /// The path without its query.
     public var path: String { String(uri.split(separator: "?", maxSplits: 1).first ?? "") }
 
     /// The first value of header `name`, matched without regard to case.
     public func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
     }
 }

@@ -124,9 +124,9 @@ struct Bench {
                 let arguments = ["--tool=callgrind", "--callgrind-out-file=/dev/null", stripped,
                                  "child", client.rawValue, Scenario.sequential.rawValue, String(port), String(count)]
                 let run = try await runProcess(valgrind, arguments)
-                guard run.status == 0, let line = run.errors.split(separator: "\n").last(where: { $0.contains("Collected :") }),
+                guard run.status == 0, let line = run.output.split(separator: "\n").last(where: { $0.contains("Collected :") }),
                       let value = line.split(separator: " ").last.flatMap({ Double($0) })
-                else { throw BenchError("callgrind of \(client.title) failed (exit \(run.status)): \(run.errors.suffix(500))") }
+                else { throw BenchError("callgrind of \(client.title) failed (exit \(run.status)): \(run.output.suffix(500))") }
                 collected.append(value)
             }
             counts[client] = (collected[1] - collected[0]) / Double(large - small)
@@ -144,18 +144,26 @@ struct Bench {
     /// This executable's absolute path.
     static var executablePath: String { URL(fileURLWithPath: CommandLine.arguments[0]).absoluteURL.path }
 
-    /// Runs a program to its end without blocking a thread; returns its status and standard error.
-    static func runProcess(_ path: String, _ arguments: [String]) async throws -> (status: Int32, errors: String) {
+    /// Runs a program to its end without blocking a thread; returns its status and what it wrote on standard
+    /// output (or on standard error when `readsStandardError`; the other one is discarded). `onChunk` sees each
+    /// piece as it arrives.
+    static func runProcess(_ path: String, _ arguments: [String], readsStandardError: Bool = true,
+                           onChunk: @escaping (Data) -> Void = { _ in }) async throws -> (status: Int32, output: String) {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
         process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        let errors = LockedBox<Data>(Data())
         let pipe = Pipe()
-        process.standardError = pipe
+        if readsStandardError {
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = pipe
+        } else {
+            process.standardOutput = pipe
+        }
+        let output = LockedBox<Data>(Data())
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let chunk = handle.availableData
-            errors.write { $0.append(chunk) }
+            onChunk(chunk)
+            output.write { $0.append(chunk) }
         }
         let status: Int32 = await withCheckedContinuation { continuation in
             process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
@@ -163,8 +171,8 @@ struct Bench {
         }
         pipe.fileHandleForReading.readabilityHandler = nil
         let rest = (try? pipe.fileHandleForReading.readToEnd()) ?? nil
-        errors.write { $0.append(rest ?? Data()) }
-        return (status, String(decoding: errors.wrappedValue, as: UTF8.self))
+        output.write { $0.append(rest ?? Data()) }
+        return (status, String(decoding: output.wrappedValue, as: UTF8.self))
     }
 
     /// N sequential GETs through SessionKit in a child process; prints its RSS as it goes.
@@ -178,27 +186,11 @@ struct Bench {
 
     /// Starts this binary as `child`, waits for it without blocking a thread, and parses its result line.
     static func runChild(client: Client, scenario: Scenario, port: Int, count: Int, echo: Bool = false) async throws -> ChildResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executablePath)
-        process.arguments = ["child", client.rawValue, scenario.rawValue, String(port), String(count)]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        let output = LockedBox<Data>(Data())
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            if echo, let text = String(data: chunk, encoding: .utf8) {
-                for line in text.split(separator: "\n") where !line.hasPrefix("result ") { print("  \(line)") }
-            }
-            output.write { $0.append(chunk) }
+        let arguments = ["child", client.rawValue, scenario.rawValue, String(port), String(count)]
+        let (status, text) = try await runProcess(executablePath, arguments, readsStandardError: false) { chunk in
+            guard echo, let text = String(data: chunk, encoding: .utf8) else { return }
+            for line in text.split(separator: "\n") where !line.hasPrefix("result ") { print("  \(line)") }
         }
-        let status: Int32 = await withCheckedContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(returning: -1) }
-        }
-        pipe.fileHandleForReading.readabilityHandler = nil
-        let rest = (try? pipe.fileHandleForReading.readToEnd()) ?? nil
-        output.write { $0.append(rest ?? Data()) }
-        let text = String(decoding: output.wrappedValue, as: UTF8.self)
         guard status == 0, let line = text.split(separator: "\n").last(where: { $0.hasPrefix("result ") }),
               let result = ChildResult(line: String(line))
         else { throw BenchError("\(client.title) / \(scenario.title) failed (exit \(status)): \(text.suffix(500))") }

@@ -9,6 +9,7 @@ struct CurlSessionSettings {
     let additionalHeaders: [String: String]
     let cookieStorage: HTTPCookieStorage?
     let idleTimeout: TimeInterval
+    let resourceTimeout: TimeInterval
     let maximumConnectionsPerHost: Int
     let proxies: (http: String?, https: String?)
 
@@ -20,6 +21,7 @@ struct CurlSessionSettings {
         additionalHeaders = headers
         cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
         idleTimeout = configuration.timeoutIntervalForRequest
+        resourceTimeout = configuration.timeoutIntervalForResource
         maximumConnectionsPerHost = configuration.httpMaximumConnectionsPerHost
         proxies = URLSessionManager.proxies(in: configuration)
     }
@@ -36,7 +38,8 @@ extension URLSessionManager {
         let session = self.session
         let flowControl = FlowControl()
         let context = CurlURLProtocol.Context(
-            policy: policy, idleTimeout: settings.idleTimeout, additionalHeaders: settings.additionalHeaders,
+            policy: policy, idleTimeout: settings.idleTimeout, resourceTimeout: settings.resourceTimeout,
+            additionalHeaders: settings.additionalHeaders,
             cookieStorage: settings.cookieStorage, maximumConnectionsPerHost: settings.maximumConnectionsPerHost,
             proxies: settings.proxies,
             redirect: { [weak task] response, request in

@@ -47,7 +47,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     private struct Settings {
         var responseSerializer: URLResponseSerialization = JSONResponseSerializer()
         var securityPolicy: SecurityPolicy = .default
-        var transport: Transport = .foundation
+        var transport: Transport = .curl
         var completionQueue: DispatchQueue?
         var completionGroup: DispatchGroup?
     }
@@ -206,7 +206,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         set { settings.write { $0.responseSerializer = newValue } }
     }
 
-    /// How the requests of this manager move bytes. Default ``Transport/foundation``. Tasks created after a change
+    /// How the requests of this manager move bytes. Default ``Transport/curl``. Tasks created after a change
     /// run in a new session; running tasks finish in the old one.
     public var transport: Transport {
         get { settings.read { $0.transport } }

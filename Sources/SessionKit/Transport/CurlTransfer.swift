@@ -57,7 +57,8 @@ final class CurlTransfer: @unchecked Sendable {
     let flowControl: FlowControl?
     private var bodyStreamFailed = false
 
-    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, proxy: String? = nil,
+    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
+          proxy: String? = nil,
           flowControl: FlowControl? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.easy = easy
@@ -69,6 +70,10 @@ final class CurlTransfer: @unchecked Sendable {
         self.events = events
         configure(request)
         if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        if let totalTimeout, totalTimeout > 0, totalTimeout < TimeInterval(Int.max / 1000) {
+            // What is left of the session's resource timeout (the whole task, redirects included).
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(totalTimeout * 1000)))
+        }
     }
 
     deinit {
@@ -146,6 +151,10 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
             _ = sk_curl_easy_setopt_prereq_callback(easy, Self.prerequestCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, me)
+            // HTTP/2 when the server offers it by ALPN; a request waits for a connection being set up rather
+            // than opening another, so concurrent requests share one HTTP/2 connection.
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_PIPEWAIT, 1)
         }
     }
 

@@ -18,6 +18,8 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let policy: SecurityPolicy
         /// The session configuration's `timeoutIntervalForRequest`.
         let idleTimeout: TimeInterval
+        /// The session configuration's `timeoutIntervalForResource`: the whole task, redirects included.
+        let resourceTimeout: TimeInterval
         /// The session configuration's `httpAdditionalHeaders` (URLSession does not merge them for a protocol).
         let additionalHeaders: [String: String]
         /// Where cookies are read and stored, nil when the configuration does not handle cookies.
@@ -79,11 +81,24 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
 
     private var context: Context?
     private var redirects = RedirectState()
+    /// When the resource timeout ends the task, set when its first request starts.
+    private var deadline: Date?
 
     /// Runs `request` (the first one, or the next of a redirect chain) on the engine of the task's policy.
     private func start(_ request: URLRequest) {
         let policy = context?.policy ?? SecurityPolicy.default
         let idleTimeout = min(request.timeoutInterval, context?.idleTimeout ?? request.timeoutInterval)
+        if deadline == nil, let resourceTimeout = context?.resourceTimeout, resourceTimeout > 0, resourceTimeout.isFinite {
+            deadline = Date().addingTimeInterval(resourceTimeout)
+        }
+        let remaining = deadline.map { $0.timeIntervalSinceNow }
+        if let remaining, remaining <= 0 {
+            client?.urlProtocol(self, didFailWithError: URLError(.timedOut, userInfo: [
+                NSLocalizedDescriptionKey: "The request took longer than the session's resource timeout.",
+                NSURLErrorFailingURLErrorKey: request.url as Any,
+            ]))
+            return
+        }
         var request = request
         let cookieStorage = request.httpShouldHandleCookies ? context?.cookieStorage : nil
         if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
@@ -127,7 +142,7 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             timings: { [context] timings in context?.timings(timings) },
             flush: { [weak self] in self?.sendClientWork() })
         guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
-              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout,
+              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, totalTimeout: remaining,
                                           proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
                                           flowControl: context?.flowControl, events: events)
         else {

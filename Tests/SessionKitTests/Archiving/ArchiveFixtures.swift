@@ -74,6 +74,7 @@ enum ArchiveFixtures {
     static func configuredPlainManager() -> URLSessionManager {
         let manager = URLSessionManager(sessionConfiguration: configuredConfiguration())
         manager.responseSerializer = configuredResponseSerializer(JSONResponseSerializer.self)
+        manager.transport = .foundation  // not the default (curl): the archive must carry it
         return manager
     }
 

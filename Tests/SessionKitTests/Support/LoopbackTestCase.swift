@@ -26,7 +26,7 @@ class LoopbackTestCase: XCTestCase {
     /// The transport of the transport-neutral tests: `SESSIONKIT_TEST_TRANSPORT` (`foundation` or `curl`), so that
     /// `make test` runs them on both.
     static var testTransport: Transport {
-        ProcessInfo.processInfo.environment["SESSIONKIT_TEST_TRANSPORT"].flatMap(Transport.init(rawValue:)) ?? .foundation
+        ProcessInfo.processInfo.environment["SESSIONKIT_TEST_TRANSPORT"].flatMap(Transport.init(rawValue:)) ?? .curl
     }
 
     /// A manager with a short timeout, on the loopback server.

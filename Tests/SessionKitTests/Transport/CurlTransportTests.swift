@@ -336,9 +336,23 @@ final class CurlTransportTests: LoopbackTestCase {
         }
     }
 
+    func testResourceTimeoutEndsTheWholeTask() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 30  // the idle timeout would wait longer than the server
+        configuration.timeoutIntervalForResource = 1
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = .curl
+        // The body drips over 4 s: never idle for long, but longer than the resource timeout.
+        let error: Error? = try await awaitCallback { done in
+            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/drip?numbytes=8&duration=4")),
+                                            completionHandler: { _, _, error in done(error) }))
+        }
+        XCTAssertEqual((error as? URLError)?.code, .timedOut, "\(String(describing: error))")
+    }
+
     func testManyConcurrentRequestsEachCompleteOnce() async throws {
         let manager = makeManager(timeout: 60, transport: .curl)
-        let total = 500
+        let total = 1_000
         let finished = CallCounter()
         let failures = CallCounter()
         let all = OnceBox<Void>()

@@ -115,6 +115,13 @@ final class LiveTLSTests: XCTestCase {
         return policy
     }
 
+    /// A policy pinning the public key of certificate `name`, trusted through that pin alone.
+    private func keyPinned(_ name: String) throws -> SecurityPolicy {
+        let policy = SecurityPolicy(pinnedPublicKeyHashes: [try Certificate(der: try der(name)).publicKeyPin])
+        policy.allowInvalidCertificates = true
+        return policy
+    }
+
     private func refusal(serving name: String, policy: SecurityPolicy, host: String = "127.0.0.1",
                          file: StaticString = #filePath, line: UInt = #line) async throws -> URLError? {
         let server = try await LoopbackServer.start(tls: TestCertificates.served(name))
@@ -140,10 +147,7 @@ final class LiveTLSTests: XCTestCase {
             XCTAssertEqual(error?.code, .serverCertificateHasUnknownRoot, "\(name): \(String(describing: error))")
         }
         // A self-signed leaf pinned by its public key is trusted through the pin.
-        let selfSigned = try Certificate(der: try der("self-signed"))
-        let pinned = SecurityPolicy(pinnedPublicKeyHashes: [selfSigned.publicKeyPin])
-        pinned.allowInvalidCertificates = true
-        let none = try await refusal(serving: "self-signed", policy: pinned)
+        let none = try await refusal(serving: "self-signed", policy: try keyPinned("self-signed"))
         XCTAssertNil(none)
     }
 
@@ -165,10 +169,7 @@ final class LiveTLSTests: XCTestCase {
         intermediatePin.allowInvalidCertificates = true
         let passed = try await refusal(serving: "missing-intermediate", policy: intermediatePin)
         XCTAssertNil(passed)
-        let leaf = try Certificate(der: try der("intermediate-localhost"))
-        let keyPin = SecurityPolicy(pinnedPublicKeyHashes: [leaf.publicKeyPin])
-        keyPin.allowInvalidCertificates = true
-        let keyPassed = try await refusal(serving: "missing-intermediate", policy: keyPin)
+        let keyPassed = try await refusal(serving: "missing-intermediate", policy: try keyPinned("intermediate-localhost"))
         XCTAssertNil(keyPassed)
     }
 
@@ -177,5 +178,41 @@ final class LiveTLSTests: XCTestCase {
         defer { Task { try? await plain.shutdown() } }
         let error = await attempt(try manager(plain, host: "127.0.0.1", policy: try rootPinned()))
         XCTAssertEqual(error?.code, .secureConnectionFailed, "\(String(describing: error))")
+    }
+}
+
+/// HTTP/2 over TLS, negotiated by ALPN, on the curl transport.
+final class HTTP2Tests: XCTestCase {
+    func testConcurrentRequestsShareOneHTTP2Connection() async throws {
+        let server = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await server.shutdown() } }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [
+            try TestCertificates.derCertificate(at: TestCertificates.rootCAFile),
+        ])
+        policy.allowInvalidCertificates = true
+        manager.securityPolicy = policy
+        manager.responseSerializer = HTTPResponseSerializer()
+
+        let sizes = (0..<20).map { 1_000 + $0 * 20_000 }
+        let bodies = try await withThrowingTaskGroup(of: (Int, Data).self) { group in
+            for size in sizes {
+                group.addTask { (size, try await manager.get("/bytes/\(size)").data) }
+            }
+            return try await group.reduce(into: [Int: Data]()) { $0[$1.0] = $1.1 }
+        }
+        for size in sizes {
+            XCTAssertEqual(bodies[size]?.count, size, "every stream's body arrives whole")
+        }
+        XCTAssertEqual(server.requests.count, sizes.count)
+        XCTAssertTrue(server.requests.allSatisfy { $0.httpVersion == "HTTP/2.0" }, "\(server.requests.map(\.httpVersion))")
+        XCTAssertEqual(server.connectionCount, 1, "the streams are multiplexed on one connection")
+        // gzip over HTTP/2 as well.
+        let gzip = try await manager.get("/gzip")
+        XCTAssertEqual(gzip.statusCode, 200)
+        XCTAssertNotNil(try JSONSerialization.jsonObject(with: gzip.data) as? [String: Any])
     }
 }
