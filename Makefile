@@ -2,17 +2,21 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
+BENCH_PACKAGES := valgrind binutils
 DOCS_DIR ?= .build-docs
 
 FUZZ_TARGETS ?= http json xml plist compound decodable archive
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
-.PHONY: setup build test demo bench soak fuzz fuzz-replay docs format clean
+.PHONY: setup install-packages build test demo bench soak fuzz fuzz-replay docs format clean
 
 ## setup: install the system libraries SessionKit links (libcurl with OpenSSL, OpenSSL headers) when missing.
 setup:
-	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(SYSTEM_PACKAGES)"
+
+install-packages:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -37,8 +41,10 @@ demo: setup
 	$(SWIFT) build --product sessionkit-demo
 	$(SWIFT) run --skip-build sessionkit-demo
 
-## bench: speed and memory against raw URLSession and raw libcurl, release build.
+## bench: speed and memory against raw URLSession and raw libcurl, release build; instructions per GET by
+## valgrind's callgrind (installed when missing).
 bench: setup
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release --product sessionkit-bench
 	$(SWIFT) run -c release --skip-build sessionkit-bench
 

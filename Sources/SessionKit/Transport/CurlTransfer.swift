@@ -92,7 +92,7 @@ final class CurlTransfer: @unchecked Sendable {
         } else if method != "GET" {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
-        let httpBody = request.httpBody  // a copy on Linux: read once
+        let httpBody = request.httpBody
         if httpBody == nil, let stream = request.httpBodyStream {
             bodyStream = stream
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
