@@ -1,8 +1,8 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl and OpenSSL
-// (decision 5 of Docs/Architecture.md). SwiftNIO is used by the loopback test server only.
+// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and swift-log
+// (decision 5 of the shared architecture map). SwiftNIO is used by the loopback test server only.
 let package = Package(
     name: "SessionKit",
     platforms: [.macOS(.v13)],
@@ -17,6 +17,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2", exact: "1.46.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
     ],
     targets: [
         .target(
@@ -31,7 +32,7 @@ let package = Package(
         ),
         .target(
             name: "SessionKit",
-            dependencies: ["CCurl", "COpenSSL"],
+            dependencies: ["CCurl", "COpenSSL", .product(name: "Logging", package: "swift-log")],
             path: "Sources/SessionKit",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
@@ -73,7 +74,7 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionKitTests",
-            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
+            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log")],
             path: "Tests/SessionKitTests",
             exclude: ["Fixtures"],
             swiftSettings: [.swiftLanguageMode(.v5)]

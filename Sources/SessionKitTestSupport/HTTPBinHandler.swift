@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOPosix
@@ -62,10 +63,10 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             let code = parts.count > 1 ? Int(parts[1]) ?? 400 : 400
             respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil)
         case "bytes":
-            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 512 << 20) : 0
+            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 4 << 30) : 0
             streamBytes(context, request, count: count, chunked: false, chunkSize: 64 * 1024)
         case "stream-bytes":
-            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 512 << 20) : 0
+            let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 4 << 30) : 0
             let chunkSize = max(1, Int(request.query["chunk_size"] ?? "") ?? 10_240)
             streamBytes(context, request, count: count, chunked: true, chunkSize: chunkSize)
         case "drip":
@@ -116,12 +117,57 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             cookies(context, request, parts: parts)
         case "fault":
             fault(context, request, mode: parts.count > 1 ? parts[1] : "")
+        case "flaky":
+            flaky(context, request, key: parts.count > 1 ? parts[1] : "")
+        case "bearer":
+            // 200 when `Authorization: Bearer <token>` carries the `token` of the query, else 401.
+            let expected = "Bearer \(request.query["token"] ?? "")"
+            if request.header("Authorization") == expected {
+                respond(context, request, json: ["authenticated": true, "token": request.query["token"] ?? ""])
+            } else {
+                var headers = HTTPHeaders()
+                headers.add(name: "WWW-Authenticate", value: "Bearer")
+                respond(context, request, status: .unauthorized, json: ["authenticated": false], extraHeaders: headers)
+            }
         default:
             respond(context, request, status: .notFound, json: ["error": "no such endpoint: \(request.path)"])
         }
     }
 
     // MARK: - Endpoints
+
+    /// Attempts seen so far by each `/flaky/KEY`, across connections.
+    private static let flakyAttempts = NIOLockedValueBox<[String: Int]>([:])
+
+    /// `/flaky/KEY?failures=N&status=S&retry_after=R`: the first N requests for KEY get status S (default 503),
+    /// with `Retry-After: R` when given (seconds, or `date:N` for an HTTP date N seconds ahead); later ones get the
+    /// echo with the attempt number.
+    private func flaky(_ context: ChannelHandlerContext, _ request: Request, key: String) {
+        let attempt = Self.flakyAttempts.withLockedValue { attempts -> Int in
+            attempts[key, default: 0] += 1
+            return attempts[key, default: 0]
+        }
+        let failures = Int(request.query["failures"] ?? "") ?? 2
+        guard attempt <= failures else {
+            var echo = request.echo()
+            echo["attempt"] = attempt
+            return respond(context, request, json: echo)
+        }
+        var headers = HTTPHeaders()
+        if let retryAfter = request.query["retry_after"] {
+            if retryAfter.hasPrefix("date:"), let seconds = Double(retryAfter.dropFirst(5)) {
+                let formatter = DateFormatter()
+                formatter.locale = Locale(identifier: "en_US_POSIX")
+                formatter.timeZone = TimeZone(identifier: "GMT")
+                formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+                headers.add(name: "Retry-After", value: formatter.string(from: Date().addingTimeInterval(seconds)))
+            } else {
+                headers.add(name: "Retry-After", value: retryAfter)
+            }
+        }
+        let status = HTTPResponseStatus(statusCode: Int(request.query["status"] ?? "") ?? 503)
+        respond(context, request, status: status, json: ["attempt": attempt], extraHeaders: headers)
+    }
 
     /// N deterministic bytes; for `/bytes`, a `Range: bytes=S-` request (with an `If-Range` that matches the ETag,
     /// or none) gets the rest with 206, and `drop_after=K` closes the connection after K bytes of body (of a request

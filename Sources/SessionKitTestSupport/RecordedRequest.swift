@@ -16,6 +16,8 @@ public struct RecordedRequest: Sendable {
     public let isTLS: Bool
     /// The protocol version it came in, e.g. `HTTP/1.1` or `HTTP/2.0`.
     public var httpVersion: String = "HTTP/1.1"
+    /// When the server had read the whole request.
+    public var receivedAt = Date()
 
     /// The path without its query.
     public var path: String { String(uri.split(separator: "?", maxSplits: 1).first ?? "") }

@@ -12,6 +12,7 @@ import FoundationNetworking
 ///
 ///     sessionkit-bench                 the whole table
 ///     sessionkit-bench soak N          N sequential GETs through SessionKit, RSS every 10 %
+///     sessionkit-bench stream [MiB]    a streamed body (default 1 GiB) into a slow reader: peak RSS
 ///     sessionkit-bench serve           only the loopback server, for profiling a child by hand (ends after an hour)
 ///     sessionkit-bench child CLIENT SCENARIO PORT COUNT   (internal: one measurement)
 @main
@@ -60,6 +61,14 @@ struct Bench {
             let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
             let client = arguments.count > 2 ? Client(rawValue: arguments[2]) ?? .sessionKit : .sessionKit
             try await soak(count: count, client: client)
+        case "stream":
+            let mebibytes = arguments.count > 1 ? Int(arguments[1]) ?? 1024 : 1024
+            let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
+            print("stream: \(mebibytes) MiB through SessionKit (curl) into a reader that sleeps 5 ms per MiB")
+            let result = try await runChild(client: .sessionKitCurl, scenario: .stream, port: server.port,
+                                            count: mebibytes)
+            print(String(format: "stream: %.1f MB/s, peak RSS %.1f MiB", result.rate, result.peakRSSMiB))
+            try await server.shutdown()
         case "serve":
             let server = try await LoopbackServer.start(recordsRequests: false, threads: 1)
             print("port \(server.port)")
@@ -217,6 +226,8 @@ enum Client: String, CaseIterable {
 /// What is measured.
 enum Scenario: String {
     case sequential, concurrent64, download100MiB = "download", memory100MiB = "memory", upload10MiB = "upload", soak
+    /// COUNT MiB streamed into a reader that sleeps 5 ms per MiB (SessionKit only).
+    case stream
 
     var title: String {
         switch self {
@@ -226,6 +237,7 @@ enum Scenario: String {
         case .memory100MiB: return "100 MiB download into memory"
         case .upload10MiB: return "10 MiB POSTs, one after another"
         case .soak: return "Soak"
+        case .stream: return "Streamed body into a slow reader"
         }
     }
 
@@ -234,11 +246,12 @@ enum Scenario: String {
         case .download100MiB, .memory100MiB: return "/bytes/104857600"
         case .upload10MiB: return "/status/200"
         case .sequential, .concurrent64, .soak: return "/bytes/100"
+        case .stream: return "/bytes/"
         }
     }
 
     var request: String { self == .upload10MiB ? "POST \(path)" : "GET \(path)" }
-    var unit: String { [.download100MiB, .memory100MiB, .upload10MiB].contains(self) ? "MB/s" : "req/s" }
+    var unit: String { [.download100MiB, .memory100MiB, .upload10MiB, .stream].contains(self) ? "MB/s" : "req/s" }
 }
 
 /// One child's answer: `result RATE PEAK_RSS_KIB`.

@@ -98,6 +98,8 @@ enum Measurement {
                 bytes += uploadBody.count
             }
 
+        case (.libcurl, .stream), (.urlSession, .stream), (.urlSessionDelegate, .stream):
+            throw BenchError("the stream scenario is SessionKit's only")
         case (.sessionKit, _), (.sessionKitCurl, _):
             let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
             bytes = try runSessionKit(manager, scenario: scenario, url: url, count: count)
@@ -148,7 +150,41 @@ enum Measurement {
                 }
             }
             return count * uploadBody.count
+        case .stream:
+            return try streamIntoSlowReader(manager, url: URL(string: url.absoluteString + String(count << 20)) ?? url)
         }
+    }
+
+    /// Streams `url` through `bytes(for:)` into a reader that sleeps 5 ms per MiB; returns the bytes read. The
+    /// async reader runs in a detached Swift task; this measurement thread waits for it.
+    static func streamIntoSlowReader(_ manager: URLSessionManager, url: URL) throws -> Int {
+        let total = LockedBox(0)
+        try wait { done in
+            Task.detached {
+                do {
+                    let streamed = try await manager.bytes(for: URLRequest(url: url))
+                    var sinceSleep = 0
+                    for try await chunk in streamed.body {
+                        let count = total.write { total -> Int in
+                            total += chunk.count
+                            return total
+                        }
+                        sinceSleep += chunk.count
+                        if sinceSleep >= 1 << 20 {
+                            sinceSleep = 0
+                            try await Task.sleep(nanoseconds: 5_000_000)
+                        }
+                        if count % (128 << 20) < chunk.count {
+                            print(String(format: "%6d MiB read: RSS %.1f MiB", count >> 20, currentRSSKiB() / 1024))
+                        }
+                    }
+                    done(nil)
+                } catch {
+                    done(error)
+                }
+            }
+        }
+        return total.wrappedValue
     }
 
     /// Prints the RSS every tenth of a soak.

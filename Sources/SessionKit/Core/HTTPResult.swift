@@ -15,7 +15,24 @@ public struct HTTPResult: @unchecked Sendable {
     public let response: HTTPURLResponse
     /// The raw body.
     public let data: Data
+    /// libcurl's timings of every transfer the request took (each attempt, each redirect step), oldest first;
+    /// empty on the Foundation transport (URLSession on Linux never delivers metrics).
+    public let timings: [TransferTimings]
+    /// How many times an interceptor sent the request again.
+    public let retryCount: Int
+
+    init(object: Any?, response: HTTPURLResponse, data: Data, timings: [TransferTimings] = [], retryCount: Int = 0) {
+        self.object = object
+        self.response = response
+        self.data = data
+        self.timings = timings
+        self.retryCount = retryCount
+    }
 
     /// The status code of ``response``.
     public var statusCode: Int { response.statusCode }
+
+    /// When the steps of the last transfer happened (DNS, connect, TLS, first byte, completion), nil without
+    /// timings.
+    public var timeline: TransferTimings? { timings.last }
 }

@@ -258,13 +258,27 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     }
 
     /// Sends a request with any method and returns the serialized result.
+    /// - Parameter interceptor: This call's own adapter and retrier, after the manager's ``interceptor``.
     public func request(
         _ method: String,
         _ urlString: String,
         parameters: Any? = nil,
-        headers: [String: String]? = nil
+        headers: [String: String]? = nil,
+        interceptor: (any RequestInterceptor)? = nil
     ) async throws -> HTTPResult {
-        try await perform(method, urlString, parameters: parameters, headers: headers)
+        try await perform(method, urlString, parameters: parameters, headers: headers, interceptor: interceptor)
+    }
+
+    /// Sends a `GET` and returns as soon as the response head arrived, with the body as a stream of chunks (see
+    /// ``URLSessionManager/bytes(for:interceptor:)``).
+    public func stream(
+        _ urlString: String,
+        parameters: Any? = nil,
+        headers: [String: String]? = nil,
+        interceptor: (any RequestInterceptor)? = nil
+    ) async throws -> StreamedResponse {
+        let request = try buildRequest(method: "GET", urlString: urlString, parameters: parameters, headers: headers)
+        return try await bytes(for: request, interceptor: interceptor)
     }
 
     // MARK: - Helpers
@@ -329,15 +343,11 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         _ urlString: String,
         parameters: Any?,
         headers: [String: String]?,
-        responseSerializer: URLResponseSerialization? = nil
+        responseSerializer: URLResponseSerialization? = nil,
+        interceptor: (any RequestInterceptor)? = nil
     ) async throws -> HTTPResult {
         let request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
-        let outcome = try await run(request, responseSerializer: responseSerializer)
-        if let error = outcome.error { throw error }
-        guard let response = outcome.response as? HTTPURLResponse else {
-            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
-        }
-        return HTTPResult(object: outcome.object, response: response, data: outcome.data)
+        return try await perform(request, interceptor: interceptor, responseSerializer: responseSerializer)
     }
 
     private func decode<T: Decodable>(
@@ -357,30 +367,6 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
                 response: result.response, data: result.data)
         }
         return value
-    }
-
-    /// Runs `request` as a data task, cancelling it when the calling Swift task is cancelled.
-    private func run(_ request: URLRequest, responseSerializer: URLResponseSerialization?) async throws -> TaskOutcome {
-        let cancellation = Protected<(task: URLSessionTask?, cancelled: Bool)>((nil, false))
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<TaskOutcome, Error>) in
-                let task = makeTask(.data(request), responseSerializer: responseSerializer) { outcome in
-                    continuation.resume(returning: outcome)
-                }
-                let alreadyCancelled = cancellation.write { state -> Bool in
-                    state.task = task
-                    return state.cancelled
-                }
-                resume(task)
-                if alreadyCancelled { task.cancel() }
-            }
-        } onCancel: {
-            let task = cancellation.write { state -> URLSessionTask? in
-                state.cancelled = true
-                return state.task
-            }
-            task?.cancel()
-        }
     }
 
     /// AFNetworking's rule: a base URL with a path gets a trailing slash.

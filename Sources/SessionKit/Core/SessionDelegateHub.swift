@@ -55,11 +55,10 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         newRequest request: URLRequest,
         completionHandler: @escaping (URLRequest?) -> Void
     ) {
-        if let override = overrides.read({ $0.taskWillPerformHTTPRedirection }) {
-            completionHandler(override(session, task, response, request))
-        } else {
-            completionHandler(request)
-        }
+        let decided = overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+            ?? request
+        if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
+        completionHandler(decided)
     }
 
     func urlSession(

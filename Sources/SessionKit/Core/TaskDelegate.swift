@@ -12,6 +12,8 @@ struct TaskOutcome {
     let object: Any?
     let fileURL: URL?
     let error: Error?
+    /// libcurl's timings of every transfer of the task (curl transport).
+    var timings: [TransferTimings] = []
 }
 
 /// The one object that follows a single task from creation to completion.
@@ -55,6 +57,17 @@ final class TaskDelegate: @unchecked Sendable {
     private var validator: String?
     /// Set by `URLSessionManager.cancel(_:producingResumeData:)`: called once with the resume data.
     private let resumeDataHandler = Protected<((Data?) -> Void)?>(nil)
+    /// Where a streamed body goes instead of memory; nil for every other task.
+    private let streamSink: DataStreamSink?
+
+    /// The pipeline request this task is an attempt of, and who watches it.
+    struct Observation {
+        let request: SessionRequest
+        let monitor: CompositeEventMonitor
+    }
+
+    private let observation = Protected<Observation?>(nil)
+    private let collectedTimings = Protected<[TransferTimings]>([])
 
     /// Creates the delegate of `task`.
     ///
@@ -81,9 +94,11 @@ final class TaskDelegate: @unchecked Sendable {
         streamsBodyToFile: Bool = false,
         resumingFile: (url: URL, length: Int64)? = nil,
         onConsumed: ((Int) -> Void)? = nil,
+        streamSink: DataStreamSink? = nil,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
+        self.streamSink = streamSink
         self.task = task
         self.delivery = delivery
         self.uploadProgressHandler = uploadProgressHandler
@@ -117,6 +132,28 @@ final class TaskDelegate: @unchecked Sendable {
         }
     }
 
+    // MARK: - Observation by the request pipeline
+
+    /// Makes this task an attempt of `request`, watched by `monitor` (before the task is resumed).
+    func observe(as request: SessionRequest, monitor: CompositeEventMonitor) {
+        observation.wrappedValue = Observation(request: request, monitor: monitor)
+    }
+
+    /// libcurl's timings of one transfer of this task (engine thread).
+    func didCollect(_ timings: TransferTimings) {
+        collectedTimings.write { $0.append(timings) }
+        if let observation = observation.wrappedValue {
+            observation.request.collected(timings)
+            observation.monitor.request(observation.request, didGather: timings)
+        }
+    }
+
+    /// The task follows a redirect from `response` to `request` (as decided by the manager's closure).
+    func willRedirect(_ response: HTTPURLResponse, to request: URLRequest) {
+        guard let observation = observation.wrappedValue else { return }
+        observation.monitor.request(observation.request, willRedirectWith: response, to: request)
+    }
+
     // MARK: - Events from the hub (delegate queue)
 
     /// The response head arrived: the expected length sizes the download progress.
@@ -134,7 +171,8 @@ final class TaskDelegate: @unchecked Sendable {
             }
         }
         downloadProgress.totalUnitCount = expected > 0 ? expected : -1
-        if bodyFile == nil, expected > 0 {
+        streamSink?.receive(response)
+        if bodyFile == nil, streamSink == nil, expected > 0 {
             // One allocation of the announced size (at most 1 GiB; pages are only touched as bytes arrive)
             // instead of doubling: a body in memory then peaks near its own size, not twice it.
             lock.withLock { body.reserveCapacity(Int(min(expected, 1 << 30))) }
@@ -152,11 +190,19 @@ final class TaskDelegate: @unchecked Sendable {
     func didReceive(data: Data) {
         let accepted: Bool = lock.withLock {
             guard lifecycle.acceptsData else { return false }
-            if bodyFile == nil { body.append(data) }
+            if bodyFile == nil && streamSink == nil { body.append(data) }
             return true
         }
-        defer { onConsumed?(data.count) }
+        // A streamed body counts as consumed when its reader takes it, not when it is queued for the reader.
+        defer { if streamSink == nil || !accepted { onConsumed?(data.count) } }
         guard accepted else { return }
+        if let observation = observation.wrappedValue {
+            observation.monitor.request(observation.request, didReceive: data)
+        }
+        if let streamSink {
+            streamSink.push(data)
+            return
+        }
         if let bodyFile, !bodyFile.append(data) {
             task.cancel()  // the disk refused the bytes: the completion reports the write error
             return
@@ -276,6 +322,11 @@ final class TaskDelegate: @unchecked Sendable {
         let task = self.task
         let completion = self.completion
         let response = task.response
+        let observation = self.observation.wrappedValue
+        let timings = collectedTimings.wrappedValue
+        if let observation {
+            observation.monitor.request(observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
+        }
         delivery.completionGroup.enter()
         delivery.processingQueue.async {
             var object: Any? = nil
@@ -286,10 +337,12 @@ final class TaskDelegate: @unchecked Sendable {
                 } catch {
                     resultError = error
                 }
+                if let observation { observation.monitor.request(observation.request, didSerialize: object, error: resultError) }
             }
             if let fileURL { object = fileURL }
             let outcome = TaskOutcome(
-                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError)
+                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError,
+                timings: timings)
             delivery.completionQueue.async {
                 defer { delivery.completionGroup.leave() }
                 completion(outcome)

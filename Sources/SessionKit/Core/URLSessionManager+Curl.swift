@@ -44,8 +44,11 @@ extension URLSessionManager {
             proxies: settings.proxies,
             redirect: { [weak task] response, request in
                 // Called on URLSession's work queue, once per redirect of this task.
-                guard let task, let decide = overrides.read({ $0.taskWillPerformHTTPRedirection }) else { return request }
-                return decide(session, task, response, request)
+                guard let task else { return request }
+                let decided = overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+                    ?? request
+                if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
+                return decided
             },
             uploadProgress: { [weak task] sent, expected in
                 // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves, on
@@ -58,8 +61,11 @@ extension URLSessionManager {
             },
             flowControl: flowControl,
             timings: { [weak task] timings in
-                // Only when someone observes them: an operation on the delegate queue costs about 15k instructions.
-                guard let task, let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
+                guard let task else { return }
+                registry.delegate(for: task)?.didCollect(timings)
+                // The closure only when someone set it: an operation on the delegate queue costs about 15k
+                // instructions.
+                guard let observe = overrides.read({ $0.taskDidFinishCollectingTimings }) else { return }
                 operationQueue.addOperation { observe(session, task, timings) }
             })
         CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = context }

@@ -50,6 +50,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var transport: Transport = .curl
         var completionQueue: DispatchQueue?
         var completionGroup: DispatchGroup?
+        var interceptor: (any RequestInterceptor)?
+        var eventMonitors: [any EventMonitor] = []
     }
 
     private let sessionState = Protected(SessionState())
@@ -204,6 +206,28 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     open var responseSerializer: any URLResponseSerialization {
         get { settings.read { $0.responseSerializer } }
         set { settings.write { $0.responseSerializer = newValue } }
+    }
+
+    /// Adapts and retries every request of the pipeline (``perform(_:interceptor:responseSerializer:)``, the async
+    /// verbs of ``HTTPSessionManager``), before a call's own interceptor. Default nil. Not archived or copied.
+    public var interceptor: (any RequestInterceptor)? {
+        get { settings.read { $0.interceptor } }
+        set { settings.write { $0.interceptor = newValue } }
+    }
+
+    /// Observe every step of the pipeline's requests (``EventMonitor``). Default none. Not archived or copied.
+    public var eventMonitors: [any EventMonitor] {
+        get { settings.read { $0.eventMonitors } }
+        set { settings.write { $0.eventMonitors = newValue } }
+    }
+
+    /// The manager's interceptor, then `extra`, as one; nil when there is neither.
+    func combinedInterceptor(_ extra: (any RequestInterceptor)?) -> (any RequestInterceptor)? {
+        switch (interceptor, extra) {
+        case (nil, nil): return nil
+        case (let one?, nil), (nil, let one?): return one
+        case (let first?, let second?): return Interceptor(interceptors: [first, second])
+        }
     }
 
     /// How the requests of this manager move bytes. Default ``Transport/curl``. Tasks created after a change
@@ -473,6 +497,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         destination: ((URL, URLResponse) -> URL)? = nil,
         responseSerializer: URLResponseSerialization? = nil,
         resumingFile: (url: URL, length: Int64)? = nil,
+        streamSink: DataStreamSink? = nil,
+        observation: TaskDelegate.Observation? = nil,
         completion: @escaping (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
@@ -556,7 +582,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
+            streamSink: streamSink,
             control: control, completion: completion)
+        if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
+        streamSink?.cancelTask = { [weak task] in task?.cancel() }
+        if let observation { delegate.observe(as: observation.request, monitor: observation.monitor) }
         registry.add(delegate)
         return task
     }

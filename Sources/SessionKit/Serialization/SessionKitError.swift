@@ -34,6 +34,10 @@ public enum SessionKitError {
         /// The manager's security policy cannot be enforced for this request (Foundation transport, or plain http
         /// with pins).
         case policyNotEnforceable = 4
+        /// An ``AuthenticationInterceptor`` has no credential to apply.
+        case missingCredential = 5
+        /// An ``AuthenticationInterceptor`` refreshed its credential too often within its refresh window.
+        case excessiveRefresh = 6
     }
 
     /// Builds an error of ``sessionDomain``.

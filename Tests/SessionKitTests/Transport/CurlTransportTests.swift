@@ -336,6 +336,23 @@ final class CurlTransportTests: LoopbackTestCase {
         }
     }
 
+    func testTimelineIsReadableFromTheResult() async throws {
+        let manager = makeManager(transport: .curl)
+        let result = try await manager.get("/redirect/1")
+        XCTAssertEqual(result.timings.count, 2, "one transfer per redirect step")
+        let timeline = try XCTUnwrap(result.timeline)
+        XCTAssertGreaterThan(timeline.total, 0)
+        // On a reused connection libcurl reports no connect time (0); every step still precedes the first byte.
+        XCTAssertLessThanOrEqual(timeline.nameLookup, timeline.firstByte)
+        XCTAssertLessThanOrEqual(timeline.connect, timeline.firstByte)
+        let first = try XCTUnwrap(result.timings.first)
+        XCTAssertTrue(first.newConnection)
+        XCTAssertLessThanOrEqual(first.nameLookup, first.connect)
+        XCTAssertLessThanOrEqual(timeline.firstByte, timeline.total)
+        XCTAssertGreaterThan(timeline.bytesReceived, 0)
+        XCTAssertFalse(timeline.newConnection, "the redirect's target came over the kept-alive connection")
+    }
+
     func testResourceTimeoutEndsTheWholeTask() async throws {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 30  // the idle timeout would wait longer than the server

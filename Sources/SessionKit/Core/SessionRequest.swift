@@ -1,0 +1,125 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// One logical request of the interceptor pipeline, across its attempts: adapted, sent as a task, retried.
+///
+/// AFNetworking's task-returning methods run exactly one `URLSessionTask`. A request that an adapter may change
+/// asynchronously and a retrier may send again needs an object that outlives one task: this one. The async verbs of
+/// ``HTTPSessionManager`` and ``URLSessionManager/perform(_:interceptor:responseSerializer:)`` run through it;
+/// interceptors and event monitors see it.
+public final class SessionRequest: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is inside `state`, a `Protected` box.
+
+    /// Identifies the request in logs and event monitors.
+    public let id = UUID()
+    /// The request as the serializer built it, before any adapter.
+    public let initialRequest: URLRequest
+
+    private struct State {
+        var lifecycle = RequestLifecycle()
+        var request: URLRequest?
+        var tasks: [URLSessionTask] = []
+        var response: HTTPURLResponse?
+        var timings: [TransferTimings] = []
+        var retryDelays: [TimeInterval] = []
+        var finishReported = false
+    }
+
+    private let state = Protected(State())
+    /// Cancels, suspends and resumes the running task; set by the manager.
+    private let onCancel: Protected<(() -> Void)?> = Protected(nil)
+    private let onSuspend: Protected<((Bool) -> Bool)?> = Protected(nil)
+
+    init(_ request: URLRequest) {
+        initialRequest = request
+    }
+
+    /// The request of the current (or last) attempt, after the adapters.
+    public var request: URLRequest? { state.read { $0.request } }
+    /// The tasks of every attempt so far, oldest first.
+    public var tasks: [URLSessionTask] { state.read { $0.tasks } }
+    /// The task of the current (or last) attempt.
+    public var task: URLSessionTask? { state.read { $0.tasks.last } }
+    /// How many times the request was sent again.
+    public var retryCount: Int { state.read { max(0, $0.lifecycle.attempts - 1) } }
+    /// The response of the last attempt that got one.
+    public var response: HTTPURLResponse? { state.read { $0.response } }
+    /// libcurl's timings of every transfer so far (every attempt, every redirect step), on the curl transport.
+    public var timings: [TransferTimings] { state.read { $0.timings } }
+    /// The delays the retriers asked for before each retry (0 for an immediate one), in order.
+    public var retryDelays: [TimeInterval] { state.read { $0.retryDelays } }
+    /// Whether ``cancel()`` ended the request.
+    public var isCancelled: Bool { state.read { $0.lifecycle.isCancelled } }
+
+    /// Cancels the request: the running task is cancelled and no further attempt starts. The request then fails
+    /// with `URLError.cancelled`.
+    public func cancel() {
+        guard state.write({ $0.lifecycle.cancel() }) else { return }
+        onCancel.read { $0 }?()
+    }
+
+    /// Suspends the running task, as ``URLSessionManager/suspend(_:)`` does (false when it cannot be suspended:
+    /// a loading task on the Foundation transport).
+    @discardableResult
+    public func suspend() -> Bool {
+        onSuspend.read { $0 }?(true) ?? false
+    }
+
+    /// Resumes a suspended task.
+    public func resume() {
+        _ = onSuspend.read { $0 }?(false)
+    }
+
+    // MARK: - Driven by the manager
+
+    func setCancelHandler(_ handler: @escaping () -> Void) {
+        onCancel.write { $0 = handler }
+    }
+
+    /// `handler(true)` suspends the running task, `handler(false)` resumes it.
+    func setSuspendHandler(_ handler: @escaping (Bool) -> Bool) {
+        onSuspend.write { $0 = handler }
+    }
+
+    func beginAttempt() -> Bool { state.write { $0.lifecycle.beginAttempt() } }
+
+    func adapted(_ request: URLRequest) {
+        state.write { $0.request = request }
+    }
+
+    func taskStarted(_ task: URLSessionTask) -> Bool {
+        state.write { state in
+            state.tasks.append(task)
+            return state.lifecycle.taskStarted()
+        }
+    }
+
+    func attemptEnded(response: URLResponse?) {
+        guard let http = response as? HTTPURLResponse else { return }
+        state.write { $0.response = http }
+    }
+
+    func collected(_ timings: TransferTimings) {
+        state.write { $0.timings.append(timings) }
+    }
+
+    func willRetry(after delay: TimeInterval) -> Bool {
+        state.write { state in
+            guard state.lifecycle.willRetry() else { return false }
+            state.retryDelays.append(delay)
+            return true
+        }
+    }
+
+    /// Ends the request (unless it was cancelled); true the first time only, so that its end is reported once.
+    func finish() -> Bool {
+        state.write { state in
+            _ = state.lifecycle.finish()
+            defer { state.finishReported = true }
+            return !state.finishReported
+        }
+    }
+}

@@ -1,0 +1,146 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+extension URLSessionManager {
+    /// Sends `request` through the interceptor pipeline: the manager's ``interceptor`` and `interceptor` adapt it,
+    /// a data task sends it, the response serializer reads the body, and the retriers may send it again. Event
+    /// monitors see every step. Cancelling the calling Swift task cancels the request.
+    ///
+    /// - Parameters:
+    ///   - request: The request to send.
+    ///   - interceptor: This call's own adapter and retrier, after the manager's.
+    ///   - responseSerializer: Reads the body; nil for the manager's ``responseSerializer``.
+    ///   - onCreate: Receives the ``SessionRequest`` as soon as it exists (to suspend, resume or cancel it).
+    /// - Returns: The serialized result of the last attempt, with the timings of every transfer.
+    /// - Throws: The last attempt's error (a `URLError`, a serialization error), an adapter's error, or the error a
+    ///   retrier chose; `URLError.cancelled` when the request or the Swift task was cancelled.
+    public func perform(
+        _ request: URLRequest,
+        interceptor: (any RequestInterceptor)? = nil,
+        responseSerializer: URLResponseSerialization? = nil,
+        onCreate: @escaping (SessionRequest) -> Void = { _ in }
+    ) async throws -> HTTPResult {
+        let (outcome, sessionRequest) = try await runPipeline(
+            request, interceptor: interceptor, responseSerializer: responseSerializer, created: onCreate)
+        guard let response = outcome.response as? HTTPURLResponse else {
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
+        }
+        return HTTPResult(object: outcome.object, response: response, data: outcome.data,
+                          timings: sessionRequest.timings, retryCount: sessionRequest.retryCount)
+    }
+
+    /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed body). Returns the
+    /// successful attempt's outcome.
+    func runPipeline(
+        _ request: URLRequest,
+        interceptor extra: (any RequestInterceptor)?,
+        responseSerializer: URLResponseSerialization?,
+        streamSink: DataStreamSink? = nil,
+        created: @escaping (SessionRequest) -> Void = { _ in }
+    ) async throws -> (TaskOutcome, SessionRequest) {
+        let interceptor = combinedInterceptor(extra)
+        let monitor = CompositeEventMonitor(monitors: eventMonitors)
+        let sessionRequest = SessionRequest(request)
+        let current = Protected<URLSessionTask?>(nil)
+        sessionRequest.setCancelHandler {
+            current.wrappedValue?.cancel()
+            monitor.requestDidCancel(sessionRequest)
+        }
+        sessionRequest.setSuspendHandler { [weak self] suspending in
+            guard let self, let task = current.wrappedValue else { return false }
+            if suspending {
+                guard suspend(task) else { return false }
+                monitor.request(sessionRequest, didSuspendTask: task)
+            } else {
+                resume(task)
+                monitor.request(sessionRequest, didResumeTask: task)
+            }
+            return true
+        }
+        monitor.requestDidCreate(sessionRequest)
+        created(sessionRequest)
+
+        func fail(_ error: Error) -> Error {
+            if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: error) }
+            return error
+        }
+        let cancelled = { URLError(.cancelled, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any]) }
+
+        return try await withTaskCancellationHandler {
+            while true {
+                guard sessionRequest.beginAttempt(), !Task.isCancelled else { throw fail(cancelled()) }
+                var adapted = request
+                if let interceptor {
+                    do {
+                        adapted = try await interceptor.adapt(request, for: sessionRequest)
+                        monitor.request(sessionRequest, didAdapt: request, to: adapted)
+                    } catch {
+                        monitor.request(sessionRequest, didFailToAdapt: request, withError: error)
+                        throw fail(error)
+                    }
+                }
+                sessionRequest.adapted(adapted)
+                let outcome = await attempt(
+                    adapted, of: sessionRequest, monitor: monitor, current: current,
+                    responseSerializer: responseSerializer, streamSink: streamSink)
+                sessionRequest.attemptEnded(response: outcome.response)
+                guard let error = outcome.error else {
+                    if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
+                    return (outcome, sessionRequest)
+                }
+                // A streamed body already went to its reader: it is never sent again.
+                guard let interceptor, streamSink == nil, !sessionRequest.isCancelled, !Task.isCancelled else {
+                    throw fail(error)
+                }
+                let decision = await interceptor.retry(sessionRequest, dueTo: error)
+                let delay: TimeInterval
+                switch decision {
+                case .retry: delay = 0
+                case .retryAfter(let seconds): delay = max(0, seconds)
+                case .doNotRetry: throw fail(error)
+                case .doNotRetryWithError(let other): throw fail(other)
+                }
+                guard sessionRequest.willRetry(after: delay) else { throw fail(cancelled()) }
+                monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: error)
+                if delay > 0 {
+                    do {
+                        try await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1_000_000_000))
+                    } catch {
+                        throw fail(cancelled())
+                    }
+                }
+            }
+        } onCancel: {
+            sessionRequest.cancel()
+        }
+    }
+
+    /// One attempt: a data task for `request`, observed, resumed, awaited.
+    private func attempt(
+        _ request: URLRequest,
+        of sessionRequest: SessionRequest,
+        monitor: CompositeEventMonitor,
+        current: Protected<URLSessionTask?>,
+        responseSerializer: URLResponseSerialization?,
+        streamSink: DataStreamSink?
+    ) async -> TaskOutcome {
+        await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
+            let task = makeTask(
+                .data(request), responseSerializer: responseSerializer, streamSink: streamSink,
+                observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor)
+            ) { outcome in
+                streamSink?.finish(outcome.error)
+                continuation.resume(returning: outcome)
+            }
+            current.wrappedValue = task
+            let started = sessionRequest.taskStarted(task)
+            monitor.request(sessionRequest, didCreateTask: task)
+            resume(task)
+            monitor.request(sessionRequest, didResumeTask: task)
+            if !started { task.cancel() }  // cancelled while adapting: the task ends at once, as cancelled
+        }
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A response whose body arrives in chunks as it is read, from ``URLSessionManager/bytes(for:interceptor:)``.
+public struct StreamedResponse: @unchecked Sendable {
+    // @unchecked Sendable: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
+
+    /// The response head.
+    public let response: HTTPURLResponse
+    /// The body, chunk by chunk, in order; it throws the transfer's error, if any, after the last chunk that
+    /// arrived. Reading slowly slows the transfer down (on the curl transport the transfer pauses while 8 MiB wait),
+    /// cancelling the reading Swift task cancels the request, and so does dropping the stream unread.
+    public let body: AsyncThrowingStream<Data, Error>
+}
+
+extension URLSessionManager {
+    /// Sends `request` (adapted by the interceptors, never retried) and returns as soon as the response head
+    /// arrived, with the body to read as an `AsyncThrowingStream` of chunks: what `URLSession.bytes(for:)` does on
+    /// Apple platforms, which Linux lacks. The status is not validated: check ``StreamedResponse/response``.
+    ///
+    /// ```swift
+    /// let streamed = try await manager.bytes(for: URLRequest(url: url))
+    /// for try await chunk in streamed.body { try handle.write(contentsOf: chunk) }
+    /// ```
+    /// - Throws: An adapter's error, or the transport error that ended the request before a response head.
+    public func bytes(for request: URLRequest, interceptor: (any RequestInterceptor)? = nil) async throws -> StreamedResponse {
+        let sink = DataStreamSink()
+        let reader = StreamReader(sink: sink)
+        let pipeline = Task {
+            try await runPipeline(request, interceptor: interceptor, responseSerializer: UnvalidatedResponseSerializer(),
+                                  streamSink: sink)
+        }
+        reader.onDrop = { pipeline.cancel() }
+        let head: URLResponse
+        do {
+            head = try await withTaskCancellationHandler {
+                try await sink.response()
+            } onCancel: {
+                pipeline.cancel()
+            }
+        } catch {
+            pipeline.cancel()
+            // An adapter's refusal is the pipeline's error, not the sink's.
+            if case .failure(let pipelineError) = await pipeline.result { throw pipelineError }
+            throw error
+        }
+        guard let response = head as? HTTPURLResponse else {
+            pipeline.cancel()
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
+        }
+        let body = AsyncThrowingStream<Data, Error>(unfolding: { try await reader.next() })
+        return StreamedResponse(response: response, body: body)
+    }
+
+    /// Creates (not resumed) a data task whose body is handed to `chunk`, in order, on a serial queue of the task's
+    /// own, instead of being kept in memory; `completion` runs once on the ``completionQueue`` after the last chunk
+    /// was handled. A `chunk` closure that takes its time slows the transfer down (on the curl transport the
+    /// transfer pauses while 8 MiB wait) instead of piling the body up.
+    ///
+    /// - Parameters:
+    ///   - request: The request to send.
+    ///   - chunk: Called with each piece of the body as it arrives.
+    ///   - completion: Called once with the response and the error, if any (the status is not validated).
+    public func streamTask(
+        with request: URLRequest,
+        chunk: @escaping (Data) -> Void,
+        completion: @escaping (URLResponse?, Error?) -> Void
+    ) -> URLSessionDataTask {
+        let sink = DataStreamSink()
+        let queue = DispatchQueue(label: "com.sessionkit.stream")
+        let task = makeTask(.data(request), responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink) { outcome in
+            // After every chunk queued before the end was handled.
+            queue.async { [self] in
+                let response = outcome.response
+                let error = outcome.error
+                onCompletionQueue { completion(response, error) }
+            }
+        }
+        sink.deliver(on: queue, chunk: chunk)
+        return task as? URLSessionDataTask ?? RefusalSession.shared.dataTask()  // a data source makes a data task
+    }
+}
+
+/// The reading end of a streamed body; dropping it unread cancels the request.
+private final class StreamReader: @unchecked Sendable {
+    // @unchecked Sendable: `sink` is Sendable; `onDrop` is set once before the stream is handed out.
+    let sink: DataStreamSink
+    var onDrop: () -> Void = {}
+
+    init(sink: DataStreamSink) {
+        self.sink = sink
+    }
+
+    func next() async throws -> Data? {
+        try await sink.next()
+    }
+
+    deinit {
+        onDrop()
+        sink.cancelTask()
+    }
+}
+
+/// Leaves a streamed response's status to the caller and reads no body.
+struct UnvalidatedResponseSerializer: URLResponseSerialization {
+    func responseObject(for response: URLResponse?, data: Data?) throws -> Any? { nil }
+}

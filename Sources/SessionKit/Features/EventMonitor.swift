@@ -1,0 +1,137 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Observes every step of the life of the manager's ``SessionRequest``s. Every method has an empty default; a
+/// monitor implements the ones it cares about.
+///
+/// Events of one request arrive in order, on the monitor's ``queue``:
+/// created → (adapted | failedToAdapt) → taskCreated → resumed → [redirected] → [receivedData…] → [timings…] →
+/// taskCompleted → serialized → (retrying → adapted → taskCreated → … | finished). `suspended` and `cancelled`
+/// come when the caller asks for them. Monitors never change what happens; use a ``RequestInterceptor`` for that.
+public protocol EventMonitor: AnyObject, Sendable {
+    /// Where this monitor's events are delivered, one at a time, in order.
+    var queue: DispatchQueue { get }
+
+    /// The request was created (before any adapter ran).
+    func requestDidCreate(_ request: SessionRequest)
+    /// The adapters turned `initial` into `adapted` for this attempt.
+    func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest)
+    /// An adapter refused `initial`: the request fails with `error`, no task is created.
+    func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error)
+    /// The attempt's task was created.
+    func request(_ request: SessionRequest, didCreateTask task: URLSessionTask)
+    /// The attempt's task was resumed.
+    func request(_ request: SessionRequest, didResumeTask task: URLSessionTask)
+    /// The caller suspended the request's task.
+    func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask)
+    /// The caller cancelled the request.
+    func requestDidCancel(_ request: SessionRequest)
+    /// The task is about to follow a redirect from `response` to `newRequest`.
+    func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest)
+    /// A chunk of the body arrived.
+    func request(_ request: SessionRequest, didReceive data: Data)
+    /// libcurl's timings of one transfer (curl transport).
+    func request(_ request: SessionRequest, didGather timings: TransferTimings)
+    /// The attempt's task ended, with `error` or none.
+    func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?)
+    /// The response serializer ran on the attempt's body: `object` or `error`.
+    func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?)
+    /// A retrier asked to send the request again after `delay` seconds.
+    func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error)
+    /// The request is over: `error` is nil on success.
+    func requestDidFinish(_ request: SessionRequest, error: Error?)
+}
+
+extension EventMonitor {
+    public func requestDidCreate(_ request: SessionRequest) {}
+    public func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) {}
+    public func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {}
+    public func request(_ request: SessionRequest, didCreateTask task: URLSessionTask) {}
+    public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {}
+    public func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) {}
+    public func requestDidCancel(_ request: SessionRequest) {}
+    public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {}
+    public func request(_ request: SessionRequest, didReceive data: Data) {}
+    public func request(_ request: SessionRequest, didGather timings: TransferTimings) {}
+    public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {}
+    public func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?) {}
+    public func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error) {}
+    public func requestDidFinish(_ request: SessionRequest, error: Error?) {}
+}
+
+/// Several monitors as one: each event goes to every monitor, on that monitor's own queue.
+public final class CompositeEventMonitor: EventMonitor, @unchecked Sendable {
+    // @unchecked Sendable: `monitors` is a `let` array of Sendable monitors.
+
+    /// The monitors, in the order they receive each event.
+    public let monitors: [any EventMonitor]
+    /// Unused: the composite hands every event to its monitors' own queues at once.
+    public let queue = DispatchQueue(label: "com.sessionkit.eventmonitor.composite")
+
+    /// Groups `monitors` (a composite among them is replaced by its own monitors, so that every event reaches a
+    /// monitor in one hop).
+    public init(monitors: [any EventMonitor]) {
+        self.monitors = monitors.flatMap { ($0 as? CompositeEventMonitor)?.monitors ?? [$0] }
+    }
+
+    private func each(_ event: @escaping @Sendable (any EventMonitor) -> Void) {
+        for monitor in monitors {
+            monitor.queue.async { event(monitor) }
+        }
+    }
+
+    public func requestDidCreate(_ request: SessionRequest) { each { $0.requestDidCreate(request) } }
+    public func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) {
+        each { $0.request(request, didAdapt: initial, to: adapted) }
+    }
+    public func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {
+        let error = Unchecked(error)
+        each { $0.request(request, didFailToAdapt: initial, withError: error.value) }
+    }
+    public func request(_ request: SessionRequest, didCreateTask task: URLSessionTask) {
+        let task = Unchecked(task)
+        each { $0.request(request, didCreateTask: task.value) }
+    }
+    public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {
+        let task = Unchecked(task)
+        each { $0.request(request, didResumeTask: task.value) }
+    }
+    public func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) {
+        let task = Unchecked(task)
+        each { $0.request(request, didSuspendTask: task.value) }
+    }
+    public func requestDidCancel(_ request: SessionRequest) { each { $0.requestDidCancel(request) } }
+    public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {
+        let response = Unchecked(response)
+        each { $0.request(request, willRedirectWith: response.value, to: newRequest) }
+    }
+    public func request(_ request: SessionRequest, didReceive data: Data) { each { $0.request(request, didReceive: data) } }
+    public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
+        each { $0.request(request, didGather: timings) }
+    }
+    public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {
+        let (task, error) = (Unchecked(task), error.map(Unchecked.init))
+        each { $0.request(request, didCompleteTask: task.value, error: error?.value) }
+    }
+    public func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?) {
+        let (object, error) = (Unchecked(object), error.map(Unchecked.init))
+        each { $0.request(request, didSerialize: object.value, error: error?.value) }
+    }
+    public func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error) {
+        let error = Unchecked(error)
+        each { $0.request(request, isRetryingAfter: delay, dueTo: error.value) }
+    }
+    public func requestDidFinish(_ request: SessionRequest, error: Error?) {
+        let error = error.map(Unchecked.init)
+        each { $0.requestDidFinish(request, error: error?.value) }
+    }
+}
+
+/// A value handed from the manager's queues to a monitor's queue; it is not mutated after it is handed over.
+private struct Unchecked<Value>: @unchecked Sendable {
+    let value: Value
+    init(_ value: Value) { self.value = value }
+}
