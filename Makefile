@@ -3,6 +3,8 @@ SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
 BENCH_PACKAGES := valgrind binutils
+# The tests run the curl command line (cURL descriptions) and ip (reachability in a network namespace).
+TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
 
 FUZZ_TARGETS ?= http json xml plist compound decodable archive
@@ -31,6 +33,7 @@ build: setup
 
 ## test: every test, against the in-process loopback server; the transport-neutral ones on both transports.
 test: setup
+	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_PACKAGES)"
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory fuzz-replay
 	SESSIONKIT_TEST_TRANSPORT=foundation $(SWIFT) test --skip-build --disable-swift-testing

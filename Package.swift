@@ -31,8 +31,12 @@ let package = Package(
             linkerSettings: [.linkedLibrary("ssl"), .linkedLibrary("crypto")]
         ),
         .target(
+            name: "CNetlink",
+            path: "Sources/CNetlink"
+        ),
+        .target(
             name: "SessionKit",
-            dependencies: ["CCurl", "COpenSSL", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CCurl", "COpenSSL", "CNetlink", .product(name: "Logging", package: "swift-log")],
             path: "Sources/SessionKit",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),

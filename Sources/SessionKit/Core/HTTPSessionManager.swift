@@ -269,6 +269,42 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         try await perform(method, urlString, parameters: parameters, headers: headers, interceptor: interceptor)
     }
 
+    /// The closure form of ``request(_:_:parameters:headers:interceptor:)``: the request runs through the
+    /// interceptors, and `success` or `failure` is called once on the ``completionQueue`` (AFNetworking's shape; an
+    /// adapter's refusal and a request that cannot be built reach `failure` too, the latter with no request).
+    ///
+    /// - Returns: A handle whose `cancel()` cancels the request.
+    @discardableResult
+    public func request(
+        _ method: String,
+        _ urlString: String,
+        parameters: Any? = nil,
+        headers: [String: String]? = nil,
+        interceptor: (any RequestInterceptor)? = nil,
+        success: ((SessionRequest, HTTPResult) -> Void)?,
+        failure: ((SessionRequest?, Error) -> Void)?
+    ) -> Task<Void, Never> {
+        let request: URLRequest
+        do {
+            request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
+        } catch {
+            onCompletionQueue { failure?(nil, error) }
+            return Task {}
+        }
+        let created = Protected<SessionRequest?>(nil)
+        nonisolated(unsafe) let (success, failure) = (success, failure)  // each runs once, on the completion queue
+        return Task { [self] in
+            do {
+                let result = try await perform(request, interceptor: interceptor, onCreate: { created.wrappedValue = $0 })
+                let sessionRequest = created.wrappedValue
+                onCompletionQueue { if let sessionRequest { success?(sessionRequest, result) } }
+            } catch {
+                let sessionRequest = created.wrappedValue
+                onCompletionQueue { failure?(sessionRequest, error) }
+            }
+        }
+    }
+
     /// Sends a `GET` and returns as soon as the response head arrived, with the body as a stream of chunks (see
     /// ``URLSessionManager/bytes(for:interceptor:)``).
     public func stream(

@@ -59,6 +59,25 @@ final class InterceptorTests: LoopbackTestCase {
         XCTAssertTrue(server.requests.isEmpty, "an adapted-away request sends nothing")
     }
 
+    func testClosureFormReportsAnAdaptersRefusalToTheFailureClosure() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(adapt: { _, _ in throw URLError(.userAuthenticationRequired) })
+        let error: Error? = try await awaitCallback { done in
+            manager.request("GET", "/get", success: { _, _ in done(nil) }, failure: { request, error in
+                XCTAssertNotNil(request)
+                done(error)
+            })
+        }
+        XCTAssertEqual((error as? URLError)?.code, .userAuthenticationRequired)
+        manager.interceptor = RetryPolicy(exponentialBackoffScale: 0.01)
+        let retried: Int? = try await awaitCallback { done in
+            manager.request("GET", flakyPath(failures: 1), success: { request, result in done(result.retryCount) },
+                            failure: { _, _ in done(nil) })
+        }
+        XCTAssertEqual(retried, 1)
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
     func testRetryPolicyRetriesA503TwiceWithTheDelaysItAskedFor() async throws {
         let manager = makeManager()
         let recorder = RecordingMonitor()
