@@ -30,8 +30,13 @@ extension URLSessionManager {
         let sink = DataStreamSink()
         let reader = StreamReader(sink: sink)
         let pipeline = Task {
-            try await runPipeline(request, interceptor: interceptor, responseSerializer: UnvalidatedResponseSerializer(),
-                                  streamSink: sink)
+            do {
+                return try await runPipeline(request, interceptor: interceptor,
+                                             responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink)
+            } catch {
+                sink.finish(error)  // an adapter's refusal ends the request before any task could
+                throw error
+            }
         }
         reader.onDrop = { pipeline.cancel() }
         let head: URLResponse

@@ -37,6 +37,18 @@ final class StreamingTests: LoopbackTestCase {
         }
     }
 
+    func testAnAdaptersRefusalEndsTheStreamBeforeAnythingIsSent() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(adapt: { _, _ in throw URLError(.userAuthenticationRequired) })
+        do {
+            _ = try await manager.stream("/bytes/100")
+            XCTFail("refused by the adapter")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .userAuthenticationRequired, "\(error)")
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
     func testSlowReaderPausesTheTransferInsteadOfBuffering() async throws {
         try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "back-pressure is the curl transport's")
         let manager = makeManager(timeout: 60)
