@@ -233,6 +233,10 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.lastActivity = now
             return 0
         }
+        if transfer.flowControl?.isPaused == true {
+            transfer.lastActivity = now  // waiting for the reader (or a paused task) is not an idle network
+            return 0
+        }
         guard transfer.idleTimeout > 0, now.timeIntervalSince(transfer.lastActivity) > transfer.idleTimeout else { return 0 }
         transfer.timedOut = true
         return 1

@@ -14,6 +14,8 @@ final class FlowControl: @unchecked Sendable {
     private struct State {
         var pending = 0
         var paused = false
+        /// The caller paused the task (``hold()``): the transfer stays paused whatever was consumed.
+        var held = false
     }
 
     private let state = Protected(State())
@@ -23,10 +25,35 @@ final class FlowControl: @unchecked Sendable {
     /// Whether the transfer must pause before handing on more (it then is marked paused).
     func shouldPause() -> Bool {
         state.write { state in
-            guard state.pending > Self.highWater else { return false }
+            guard state.held || state.pending > Self.highWater else { return false }
             state.paused = true
             return true
         }
+    }
+
+    /// Whether the transfer is paused (for back-pressure or by the caller): not idle, whatever the clock says.
+    var isPaused: Bool { state.read { $0.paused || $0.held } }
+
+    /// Pauses the transfer at its next body bytes until ``release()``; false when it was already held.
+    func hold() -> Bool {
+        state.write { state in
+            defer { state.held = true }
+            return !state.held
+        }
+    }
+
+    /// Ends a ``hold()``: the transfer resumes unless back-pressure still holds it; false when it was not held.
+    @discardableResult
+    func release() -> Bool {
+        let (wasHeld, resume) = state.write { state -> (Bool, Bool) in
+            guard state.held else { return (false, false) }
+            state.held = false
+            guard state.paused, state.pending <= Self.lowWater else { return (true, false) }
+            state.paused = false
+            return (true, true)
+        }
+        if resume { self.resume?() }
+        return wasHeld
     }
 
     /// The transfer handed on `count` bytes.
@@ -38,7 +65,7 @@ final class FlowControl: @unchecked Sendable {
     func consumed(_ count: Int) {
         let resume = state.write { state -> Bool in
             state.pending = max(0, state.pending - count)
-            guard state.paused, state.pending <= Self.lowWater else { return false }
+            guard state.paused, !state.held, state.pending <= Self.lowWater else { return false }
             state.paused = false
             return true
         }

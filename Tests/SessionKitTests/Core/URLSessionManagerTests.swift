@@ -247,7 +247,7 @@ final class URLSessionManagerTests: LoopbackTestCase {
 
     func testSuspendingALoadingTaskIsRefusedOnTheFoundationTransport() async throws {
         // URLSession on Linux stops the process when a loading task is resumed before its suspension ran.
-        let manager = makeManager()
+        let manager = makeManager(transport: .foundation)
         for _ in 0..<5 {
             let outcome: Outcome = try await awaitCallback { done in
                 let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })

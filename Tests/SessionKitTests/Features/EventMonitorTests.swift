@@ -125,6 +125,31 @@ final class EventMonitorTests: LoopbackTestCase {
         XCTAssertEqual(recorder.events, ["created", "taskCreated", "resumed", "cancelled", "taskFailed", "finishedWithError"])
     }
 
+    func testSuspendAndResumeOfALoadingRequest() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "a loading task is paused by the curl transport only")
+        let (manager, recorder) = monitored()
+        let created = LockedBox<SessionRequest?>(nil)
+        let running = Task {
+            try await manager.perform(URLRequest(url: server.url("/bytes/\(32 << 20)")),
+                                      responseSerializer: HTTPResponseSerializer(), onCreate: { created.wrappedValue = $0 })
+        }
+        while !recorder.events.contains("data") {
+            try await Task.sleep(nanoseconds: 5_000_000)
+            await recorder.flush()
+        }
+        let request = try XCTUnwrap(created.wrappedValue)
+        XCTAssertTrue(request.suspend())
+        request.resume()
+        let result = try await running.value
+        XCTAssertEqual(result.data.count, 32 << 20)
+        await recorder.flush()
+        let events = recorder.events
+        XCTAssertEqual(Array(events.prefix(4)), ["created", "taskCreated", "resumed", "data"])
+        XCTAssertEqual(events.filter { $0 == "suspended" }.count, 1)
+        XCTAssertEqual(events.filter { $0 == "resumed" }.count, 2)
+        XCTAssertEqual(events.last, "finished")
+    }
+
     func testCompositeDeliversToEveryMonitor() async throws {
         let manager = makeManager()
         let (first, second) = (RecordingMonitor(), RecordingMonitor())

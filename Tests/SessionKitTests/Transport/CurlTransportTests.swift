@@ -353,6 +353,32 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertFalse(timeline.newConnection, "the redirect's target came over the kept-alive connection")
     }
 
+    func testALoadingDownloadIsPausedAndResumedInLibcurl() async throws {
+        let manager = makeManager(timeout: 1, transport: .curl)  // a pause longer than the idle timeout is not idle
+        let size = 48 << 20
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-pause-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let received = LockedBox<Int64>(0)
+        let done = OnceBox<Error?>()
+        let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/\(size)")), progress: { progress in
+            received.write { $0 = progress.completedUnitCount }
+        }, destination: { _, _ in destination }, completionHandler: { _, _, error in done.resolve(error) })
+        manager.resume(task)
+        while received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+        XCTAssertTrue(manager.suspend(task), "a loading task on the curl transport pauses")
+        XCTAssertFalse(manager.suspend(task), "already paused")
+        try await Task.sleep(nanoseconds: 300_000_000)  // what was on its way arrives
+        let whilePaused = received.wrappedValue
+        try await Task.sleep(nanoseconds: 1_500_000_000)
+        XCTAssertEqual(received.wrappedValue, whilePaused, "no byte while paused, and no idle timeout")
+        XCTAssertLessThan(whilePaused, Int64(size))
+        XCTAssertEqual(task.state, .running, "URLSession never saw the pause")
+        manager.resume(task)
+        let error = try await done.value(timeout: 60, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: size, seed: 42))
+    }
+
     func testResourceTimeoutEndsTheWholeTask() async throws {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 30  // the idle timeout would wait longer than the server
