@@ -19,8 +19,14 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private let multi: UnsafeMutableRawPointer
-    private let pending = Protected<[Operation]>([])
+    private let key: Key
+    /// Operations for the engine thread; `closed` once the engine retired (it then takes none).
+    private let pending = Protected<(operations: [Operation], closed: Bool)>(([], false))
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+
+    /// An engine without transfers for this long ends its thread and leaves the table (its idle connections close);
+    /// the next request of its policy makes a new one.
+    static let idleLifetime = Protected<TimeInterval>(30)
 
     private struct Key: Hashable {
         let policy: String
@@ -34,50 +40,81 @@ final class CurlEngine: @unchecked Sendable {
         let key = Key(policy: policy.configurationKey, maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.write { engines in
             if let engine = engines[key] { return engine }
-            guard let engine = CurlEngine(maximumConnectionsPerHost: maximumConnectionsPerHost) else { return nil }
+            guard let engine = CurlEngine(key: key) else { return nil }
             engines[key] = engine
             return engine
         }
     }
 
-    private init?(maximumConnectionsPerHost: Int) {
+    /// Whether the engine of `policy` is running now.
+    static func isRunning(for policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> Bool {
+        let key = Key(policy: policy.configurationKey, maximumConnectionsPerHost: maximumConnectionsPerHost)
+        return engines.read { $0[key] != nil }
+    }
+
+    private init?(key: Key) {
+        let maximumConnectionsPerHost = key.maximumConnectionsPerHost
         curl_global_init(Int(CURL_GLOBAL_DEFAULT))
         guard let multi = curl_multi_init() else { return nil }
         self.multi = multi
+        self.key = key
         // libcurl's default connection cache shrinks with the handles attached: keep plenty of idle connections.
         _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 256)
         if maximumConnectionsPerHost > 0 {
             _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
         }
-        let thread = Thread { [unowned self] in self.run() }
+        // The thread owns the engine while it runs: the engine lives until it retires.
+        let thread = Thread { self.run() }
         thread.name = "com.sessionkit.curl"
         thread.start()
     }
 
-    /// Starts `transfer` on the engine thread.
-    func add(_ transfer: CurlTransfer) {
-        pending.write { $0.append(.add(transfer)) }
-        curl_multi_wakeup(multi)
+    /// Starts `transfer` on the engine thread; false when this engine has retired (ask ``engine(for:maximumConnectionsPerHost:)`` again).
+    func add(_ transfer: CurlTransfer) -> Bool {
+        enqueue(.add(transfer))
     }
 
     /// Resumes a transfer that paused itself (back-pressure), on the engine thread.
     func unpause(_ transfer: CurlTransfer) {
-        pending.write { $0.append(.unpause(transfer)) }
-        curl_multi_wakeup(multi)
+        enqueue(.unpause(transfer))
     }
 
     /// Stops `transfer` on the engine thread; it reports nothing afterwards.
     func remove(_ transfer: CurlTransfer) {
-        pending.write { $0.append(.remove(transfer)) }
-        curl_multi_wakeup(multi)
+        enqueue(.remove(transfer))
+    }
+
+    @discardableResult
+    private func enqueue(_ operation: Operation) -> Bool {
+        let accepted = pending.write { pending -> Bool in
+            guard !pending.closed else { return false }
+            pending.operations.append(operation)
+            return true
+        }
+        if accepted { curl_multi_wakeup(multi) }
+        return accepted
+    }
+
+    /// Leaves the table and takes no more operations, if nothing is pending; called on the engine thread when idle.
+    private func retire() -> Bool {
+        Self.engines.write { engines in
+            let closed = pending.write { pending -> Bool in
+                guard pending.operations.isEmpty else { return false }
+                pending.closed = true
+                return true
+            }
+            if closed, engines[key] === self { engines[key] = nil }
+            return closed
+        }
     }
 
     private func run() {
         var running: Int32 = 0
+        var idleSince: Date?
         while true {
-            for operation in pending.write({ operations -> [Operation] in
-                defer { operations.removeAll() }
-                return operations
+            for operation in pending.write({ pending -> [Operation] in
+                defer { pending.operations.removeAll() }
+                return pending.operations
             }) {
                 switch operation {
                 case .add(let transfer):
@@ -105,7 +142,16 @@ final class CurlEngine: @unchecked Sendable {
                 transfer.finish(code: code)
             }
             for transfer in transfers.values { transfer.flushEvents() }
-            curl_multi_poll(multi, nil, 0, 1000, nil)
+            if transfers.isEmpty {
+                let now = Date()
+                let since = idleSince ?? now
+                idleSince = since
+                if now.timeIntervalSince(since) >= Self.idleLifetime.wrappedValue, retire() { break }
+            } else {
+                idleSince = nil
+            }
+            curl_multi_poll(multi, nil, 0, transfers.isEmpty ? 250 : 1000, nil)
         }
+        curl_multi_cleanup(multi)
     }
 }

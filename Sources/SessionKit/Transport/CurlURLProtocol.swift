@@ -141,10 +141,11 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             uploadProgress: { sent, expected in uploadProgress?(sent, expected) },
             timings: { [context] timings in context?.timings(timings) },
             flush: { [weak self] in self?.sendClientWork() })
-        guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: context?.maximumConnectionsPerHost ?? 0),
-              let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, totalTimeout: remaining,
+        let maximumConnectionsPerHost = context?.maximumConnectionsPerHost ?? 0
+        guard let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, totalTimeout: remaining,
                                           proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
-                                          flowControl: context?.flowControl, events: events)
+                                          flowControl: context?.flowControl, events: events),
+              attach(transfer, policy: policy, maximumConnectionsPerHost: maximumConnectionsPerHost)
         else {
             client?.urlProtocol(self, didFailWithError: URLError(.unknown, userInfo: [
                 NSLocalizedDescriptionKey: "libcurl could not be set up for this request.",
@@ -152,14 +153,23 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             ]))
             return
         }
-        state.write {
-            $0.transfer = transfer
-            $0.engine = engine
+    }
+
+    /// Starts `transfer` on the engine of `policy`; an engine that retired meanwhile (idle) is replaced by a new one.
+    private func attach(_ transfer: CurlTransfer, policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> Bool {
+        for _ in 0..<3 {
+            guard let engine = CurlEngine.engine(for: policy, maximumConnectionsPerHost: maximumConnectionsPerHost)
+            else { return false }
+            state.write {
+                $0.transfer = transfer
+                $0.engine = engine
+            }
+            context?.flowControl.resume = { [weak engine, weak transfer] in
+                if let engine, let transfer { engine.unpause(transfer) }
+            }
+            if engine.add(transfer) { return true }
         }
-        context?.flowControl.resume = { [weak engine, weak transfer] in
-            if let engine, let transfer { engine.unpause(transfer) }
-        }
-        engine.add(transfer)
+        return false
     }
 
     /// A 3xx ended: ask the manager's redirect closure, then follow, or deliver the 3xx as the response.
