@@ -12,8 +12,6 @@ struct TaskOutcome {
     let object: Any?
     let fileURL: URL?
     let error: Error?
-    /// libcurl's timings of every transfer of the task (curl transport).
-    var timings: [TransferTimings] = []
 }
 
 /// The one object that follows a single task from creation to completion.
@@ -66,8 +64,8 @@ final class TaskDelegate: @unchecked Sendable {
         let monitor: CompositeEventMonitor
     }
 
-    private let observation = Protected<Observation?>(nil)
-    private let collectedTimings = Protected<[TransferTimings]>([])
+    /// Set at creation, before the task can run: read without a lock.
+    private let observation: Observation?
 
     /// Creates the delegate of `task`.
     ///
@@ -95,10 +93,12 @@ final class TaskDelegate: @unchecked Sendable {
         resumingFile: (url: URL, length: Int64)? = nil,
         onConsumed: ((Int) -> Void)? = nil,
         streamSink: DataStreamSink? = nil,
+        observation: Observation? = nil,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
         self.streamSink = streamSink
+        self.observation = observation
         self.task = task
         self.delivery = delivery
         self.uploadProgressHandler = uploadProgressHandler
@@ -134,15 +134,9 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Observation by the request pipeline
 
-    /// Makes this task an attempt of `request`, watched by `monitor` (before the task is resumed).
-    func observe(as request: SessionRequest, monitor: CompositeEventMonitor) {
-        observation.wrappedValue = Observation(request: request, monitor: monitor)
-    }
-
     /// libcurl's timings of one transfer of this task (engine thread).
     func didCollect(_ timings: TransferTimings) {
-        collectedTimings.write { $0.append(timings) }
-        if let observation = observation.wrappedValue {
+        if let observation {
             observation.request.collected(timings)
             observation.monitor.request(observation.request, didGather: timings)
         }
@@ -150,7 +144,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// The task follows a redirect from `response` to `request` (as decided by the manager's closure).
     func willRedirect(_ response: HTTPURLResponse, to request: URLRequest) {
-        guard let observation = observation.wrappedValue else { return }
+        guard let observation else { return }
         observation.monitor.request(observation.request, willRedirectWith: response, to: request)
     }
 
@@ -196,7 +190,7 @@ final class TaskDelegate: @unchecked Sendable {
         // A streamed body counts as consumed when its reader takes it, not when it is queued for the reader.
         defer { if streamSink == nil || !accepted { onConsumed?(data.count) } }
         guard accepted else { return }
-        if let observation = observation.wrappedValue {
+        if let observation {
             observation.monitor.request(observation.request, didReceive: data)
         }
         if let streamSink {
@@ -322,8 +316,7 @@ final class TaskDelegate: @unchecked Sendable {
         let task = self.task
         let completion = self.completion
         let response = task.response
-        let observation = self.observation.wrappedValue
-        let timings = collectedTimings.wrappedValue
+        let observation = self.observation
         if let observation {
             observation.monitor.request(observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
         }
@@ -341,8 +334,7 @@ final class TaskDelegate: @unchecked Sendable {
             }
             if let fileURL { object = fileURL }
             let outcome = TaskOutcome(
-                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError,
-                timings: timings)
+                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError)
             delivery.completionQueue.async {
                 defer { delivery.completionGroup.leave() }
                 completion(outcome)

@@ -104,8 +104,7 @@ private final class StreamReader: @unchecked Sendable {
     }
 
     deinit {
-        onDrop()
-        sink.cancelTask()
+        onDrop()  // cancels the pipeline, and with it the running task
     }
 }
 

@@ -582,11 +582,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
-            streamSink: streamSink,
+            streamSink: streamSink, observation: observation,
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
-        if let observation { delegate.observe(as: observation.request, monitor: observation.monitor) }
         registry.add(delegate)
         return task
     }
