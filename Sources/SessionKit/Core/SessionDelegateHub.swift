@@ -36,9 +36,11 @@ extension SessionDelegateHub: URLSessionDelegate {
         didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
+        // URLSession on Linux raises no session-level challenge (no server trust); answered for completeness.
         if let override = overrides.read({ $0.sessionDidReceiveAuthenticationChallenge }) {
             let (disposition, credential) = override(session, challenge)
-            completionHandler(disposition, credential)
+            completionHandler(disposition == .useCredential && credential == nil ? .performDefaultHandling : disposition,
+                              credential)
         } else {
             completionHandler(.performDefaultHandling, nil)
         }
@@ -67,11 +69,18 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         didReceive challenge: URLAuthenticationChallenge,
         completionHandler: @escaping (URLSession.AuthChallengeDisposition, URLCredential?) -> Void
     ) {
-        if let override = overrides.read({ $0.taskDidReceiveAuthenticationChallenge }) {
-            let (disposition, credential) = override(session, task, challenge)
-            completionHandler(disposition, credential)
-        } else {
-            completionHandler(.performDefaultHandling, nil)
+        // URLSession on Linux (FoundationNetworking 6.3) never ends a task whose 401 challenge gets the default
+        // handling without a stored credential, and crashes on `.useCredential` without a credential. So the answer
+        // it gets is always one it completes: a credential, or a cancellation that ``urlSession(_:task:didCompleteWithError:)``
+        // turns back into the delivery of the 401 when that is what the manager decided.
+        switch ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session) {
+        case .retry(let credential):
+            completionHandler(.useCredential, credential)
+        case .deliverResponse:
+            registry.markChallengeResponseDelivery(for: task)
+            completionHandler(.cancelAuthenticationChallenge, nil)
+        case .cancel:
+            completionHandler(.cancelAuthenticationChallenge, nil)
         }
     }
 
@@ -103,6 +112,10 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         // Removed first, so that a finished task leaves nothing in the registry whatever its completion does.
         let delegate = registry.remove(task)
         CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = nil }
+        var error = error
+        if registry.takeChallengeResponseDelivery(for: task), (error as NSError?)?.code == NSURLErrorCancelled {
+            error = nil  // the challenge's response, already received, is the result
+        }
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
     }

@@ -12,6 +12,9 @@ import FoundationNetworking
 final class TaskRegistry: @unchecked Sendable {
     // @unchecked Sendable: `delegates` is a `Protected` box.
     private let delegates = Protected<[ObjectIdentifier: TaskDelegate]>([:])
+    /// Tasks whose coming cancellation delivers the response of an authentication challenge (see
+    /// ``markChallengeResponseDelivery(for:)``).
+    private let challengeResponses = Protected<Set<ObjectIdentifier>>([])
 
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
@@ -27,6 +30,17 @@ final class TaskRegistry: @unchecked Sendable {
     @discardableResult
     func remove(_ task: URLSessionTask) -> TaskDelegate? {
         delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+    }
+
+    /// Notes that `task` ends with the response of an authentication challenge nobody answered: URLSession ends it by
+    /// a cancellation, which ``takeChallengeResponseDelivery(for:)`` turns back into the delivery of that response.
+    func markChallengeResponseDelivery(for task: URLSessionTask) {
+        challengeResponses.write { _ = $0.insert(ObjectIdentifier(task)) }
+    }
+
+    /// Whether `task` was marked by ``markChallengeResponseDelivery(for:)``; clears the mark.
+    func takeChallengeResponseDelivery(for task: URLSessionTask) -> Bool {
+        challengeResponses.write { $0.remove(ObjectIdentifier(task)) != nil }
     }
 
     /// The tasks still registered, oldest first.

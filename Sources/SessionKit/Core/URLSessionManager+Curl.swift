@@ -12,6 +12,7 @@ struct CurlSessionSettings {
     let resourceTimeout: TimeInterval
     let maximumConnectionsPerHost: Int
     let proxies: (http: String?, https: String?)
+    let credentialStorage: URLCredentialStorage?
 
     init(_ configuration: URLSessionConfiguration) {
         var headers: [String: String] = [:]
@@ -24,6 +25,7 @@ struct CurlSessionSettings {
         resourceTimeout = configuration.timeoutIntervalForResource
         maximumConnectionsPerHost = configuration.httpMaximumConnectionsPerHost
         proxies = URLSessionManager.proxies(in: configuration)
+        credentialStorage = configuration.urlCredentialStorage
     }
 }
 
@@ -50,6 +52,15 @@ extension URLSessionManager {
                 if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
                 return decided
             },
+            challenge: { [weak task] challenge in
+                // Called on URLSession's work queue, once per challenge of this task.
+                guard let task else { return .cancel }
+                return ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session)
+            },
+            deliversChallengeResponse: { [weak task] in
+                if let task { registry.markChallengeResponseDelivery(for: task) }
+            },
+            credentialStorage: settings.credentialStorage,
             uploadProgress: { [weak task] sent, expected in
                 // URLSession has no upload-progress callback for a protocol: report to the delegate ourselves, on
                 // the delegate queue, as URLSession would.

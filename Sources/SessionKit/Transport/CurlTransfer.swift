@@ -57,8 +57,34 @@ final class CurlTransfer: @unchecked Sendable {
     let flowControl: FlowControl?
     private var bodyStreamFailed = false
 
+    /// A credential answering an authentication challenge: the origin server's (401) or the proxy's (407).
+    struct Credential {
+        let user: String
+        let password: String
+        /// The challenge's scheme, as libcurl's `CURLAUTH_…` bits.
+        let schemes: Int
+        /// Whether it answers the proxy (`CURLOPT_PROXYUSERNAME`…) rather than the origin server.
+        let forProxy: Bool
+
+        /// The credential for a challenge of `scheme` (`Basic`, `Digest`…).
+        init(_ credential: URLCredential, scheme: String, forProxy: Bool) {
+            user = credential.user ?? ""
+            password = credential.password ?? ""
+            switch scheme.lowercased() {
+            case "basic": schemes = 1  // CURLAUTH_BASIC: sent with the request itself
+            case "digest": schemes = 2  // CURLAUTH_DIGEST: libcurl answers the server's nonce in the same transfer
+            default: schemes = 1 | 2
+            }
+            self.forProxy = forProxy
+        }
+    }
+
+    /// Whether a 401 or 407 head may still be followed by libcurl's own authenticated retry in this transfer
+    /// (Digest): such a head is reported at its first body byte or at the end, not when it ends.
+    private let answersChallenges: Bool
+
     init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
-          proxy: String? = nil,
+          proxy: String? = nil, credentials: [Credential] = [],
           flowControl: FlowControl? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.easy = easy
@@ -68,8 +94,18 @@ final class CurlTransfer: @unchecked Sendable {
         self.idleTimeout = idleTimeout
         self.flowControl = flowControl
         self.events = events
+        self.answersChallenges = !credentials.isEmpty
         configure(request)
-        if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        if let proxy {
+            _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
+            // A tunnel's "200 Connection established" is not the response.
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
+        }
+        for credential in credentials {
+            _ = sk_curl_easy_setopt_string(easy, credential.forProxy ? CURLOPT_PROXYUSERNAME : CURLOPT_USERNAME, credential.user)
+            _ = sk_curl_easy_setopt_string(easy, credential.forProxy ? CURLOPT_PROXYPASSWORD : CURLOPT_PASSWORD, credential.password)
+            _ = sk_curl_easy_setopt_long(easy, credential.forProxy ? CURLOPT_PROXYAUTH : CURLOPT_HTTPAUTH, credential.schemes)
+        }
         if let totalTimeout, totalTimeout > 0, totalTimeout < TimeInterval(Int.max / 1000) {
             // What is left of the session's resource timeout (the whole task, redirects included).
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(totalTimeout * 1000)))
@@ -305,7 +341,8 @@ final class CurlTransfer: @unchecked Sendable {
         var end = line.count
         while end > 0, isSpace(line[end - 1]) { end -= 1 }
         if end == 0 {
-            if statusCode >= 200 { deliverResponseIfNeeded() }
+            let mayRetry = answersChallenges && (statusCode == 401 || statusCode == 407)
+            if statusCode >= 200 && !mayRetry { deliverResponseIfNeeded() }
             return
         }
         guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }

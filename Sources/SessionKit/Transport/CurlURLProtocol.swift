@@ -32,6 +32,13 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         let proxies: (http: String?, https: String?)
         /// The manager's redirect decision: the request to follow, or nil to stop and deliver the 3xx.
         let redirect: (HTTPURLResponse, URLRequest) -> URLRequest?
+        /// The manager's answer to an authentication challenge (a 401 or 407 that names a scheme).
+        let challenge: (URLAuthenticationChallenge) -> ChallengeAction
+        /// Tells the manager that the task's cancellation, which follows, delivers the challenging response it just
+        /// received (URLSession would otherwise raise a challenge of its own for a 401, and on Linux never end it).
+        let deliversChallengeResponse: () -> Void
+        /// The configuration's `urlCredentialStorage`: where the default handling of a challenge looks.
+        let credentialStorage: URLCredentialStorage?
         /// Reports body bytes sent (sent, expected) to the task's delegate.
         let uploadProgress: @Sendable (Int64, Int64) -> Void
         /// Back-pressure between the transfer and the per-task delegate.
@@ -81,6 +88,13 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
 
     private var context: Context?
     private var redirects = RedirectState()
+    /// Challenges answered so far (the challenge's `previousFailureCount`), for the server and for the proxy.
+    private var challengeFailures = (server: 0, proxy: 0)
+    /// The credentials this task answered challenges with: the server's only go to the origin that asked for them.
+    private var serverCredential: (credential: CurlTransfer.Credential, origin: String)?
+    private var proxyCredential: CurlTransfer.Credential?
+    /// The last credential taken from the credential storage, never proposed twice.
+    private var lastStoredCredential: URLCredential?
     /// When the resource timeout ends the task, set when its first request starts.
     private var deadline: Date?
 
@@ -106,7 +120,7 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) { request.setValue(value, forHTTPHeaderField: field) }
         }
         let uploadProgress = context?.uploadProgress
-        let redirect = LockedRedirect()
+        let held = HeldResponse()
         let events = CurlTransfer.Events(
             response: { [weak self] response, lines in
                 if let cookieStorage, let url = response.url {
@@ -117,22 +131,28 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                     }
                 }
                 if RedirectState.isRedirect(response.statusCode), response.value(forHTTPHeaderField: "Location") != nil {
-                    redirect.response = response  // decided when the transfer ends; its body is not delivered
+                    held.hold(response, challenge: nil)  // decided when the transfer ends; its body is not delivered
+                    return
+                }
+                if let challenge = AuthenticationChallengeHeader(response: response) {
+                    held.hold(response, challenge: challenge)  // answered when the transfer ends
                     return
                 }
                 self?.onClientQueue { me in me.client?.urlProtocol(me, didReceive: response, cacheStoragePolicy: .notAllowed) }
             },
             data: { [weak self] data in
-                guard redirect.response == nil else { return }
+                guard !held.keep(data) else { return }
                 self?.onClientQueue { me in me.client?.urlProtocol(me, didLoad: data) }
             },
             completion: { [weak self] error in
-                let redirectResponse = redirect.response
+                let (heldResponse, challenge, body) = held.take()
                 self?.onClientQueue { me in
                     if let error {
                         me.client?.urlProtocol(me, didFailWithError: error)
-                    } else if let redirectResponse {
-                        me.followRedirect(redirectResponse, from: request)
+                    } else if let heldResponse, let challenge {
+                        me.answer(challenge, of: heldResponse, body: body, to: request)
+                    } else if let heldResponse {
+                        me.followRedirect(heldResponse, from: request)
                     } else {
                         me.client?.urlProtocolDidFinishLoading(me)
                     }
@@ -142,8 +162,12 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
             timings: { [context] timings in context?.timings(timings) },
             flush: { [weak self] in self?.sendClientWork() })
         let maximumConnectionsPerHost = context?.maximumConnectionsPerHost ?? 0
+        var credentials: [CurlTransfer.Credential] = proxyCredential.map { [$0] } ?? []
+        if let serverCredential, serverCredential.origin == Self.origin(of: request.url) {
+            credentials.append(serverCredential.credential)  // never to another origin after a redirect
+        }
         guard let transfer = CurlTransfer(request: request, policy: policy, idleTimeout: idleTimeout, totalTimeout: remaining,
-                                          proxy: request.url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http,
+                                          proxy: proxy(for: request.url), credentials: credentials,
                                           flowControl: context?.flowControl, events: events),
               attach(transfer, policy: policy, maximumConnectionsPerHost: maximumConnectionsPerHost)
         else {
@@ -187,14 +211,95 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         }
     }
 
-    /// The redirect response of one transfer, set on the engine thread and read on URLSession's queue after it.
-    private final class LockedRedirect: @unchecked Sendable {
-        // @unchecked Sendable: `storage` is a `Protected` box.
-        private let storage = Protected<HTTPURLResponse?>(nil)
-        var response: HTTPURLResponse? {
-            get { storage.wrappedValue }
-            set { storage.wrappedValue = newValue }
+    /// A 401 or 407 ended: ask the manager, then retry with a credential, deliver the response, or cancel.
+    private func answer(_ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data,
+                        to request: URLRequest) {
+        let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
+        let space = header.protectionSpace(for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
+        var proposed = context?.credentialStorage.flatMap { storage in
+            storage.credentials(for: space)?.sorted { $0.key < $1.key }.first?.value ?? storage.defaultCredential(for: space)
         }
+        if proposed == lastStoredCredential { proposed = nil }  // a stored credential that was refused is not proposed again
+        let failures = header.isProxy ? challengeFailures.proxy : challengeFailures.server
+        if header.isProxy { challengeFailures.proxy += 1 } else { challengeFailures.server += 1 }
+        let challenge = URLAuthenticationChallenge(
+            protectionSpace: space, proposedCredential: proposed, previousFailureCount: failures,
+            failureResponse: response, error: nil, sender: ChallengeSender())
+        switch context?.challenge(challenge) ?? .deliverResponse {
+        case .retry(let credential):
+            if credential == proposed { lastStoredCredential = credential }
+            let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
+            if header.isProxy {
+                proxyCredential = answer
+            } else {
+                serverCredential = (answer, Self.origin(of: request.url))
+            }
+            start(request)
+        case .deliverResponse:
+            // The response and its body are the task's result; the cancellation only ends URLSession's task, and the
+            // manager turns it back into a success.
+            context?.deliversChallengeResponse()
+            client?.urlProtocol(self, didReceive: response, cacheStoragePolicy: .notAllowed)
+            if !body.isEmpty { client?.urlProtocol(self, didLoad: body) }
+            client?.urlProtocol(self, didFailWithError: URLError(.cancelled, userInfo: [
+                NSLocalizedDescriptionKey: "The authentication challenge was not answered; its response is the result.",
+                NSURLErrorFailingURLErrorKey: request.url as Any,
+            ]))
+        case .cancel:
+            client?.urlProtocol(self, didFailWithError: URLError(.cancelled, userInfo: [
+                NSLocalizedDescriptionKey: "The authentication challenge was cancelled.",
+                NSURLErrorFailingURLErrorKey: request.url as Any,
+            ]))
+        }
+    }
+
+    /// The proxy of the configuration for `url`'s scheme, as `http://host:port`.
+    private func proxy(for url: URL?) -> String? {
+        url?.scheme?.lowercased() == "https" ? context?.proxies.https : context?.proxies.http
+    }
+
+    /// `scheme://host:port` of `url`, with the scheme's default port.
+    private static func origin(of url: URL?) -> String {
+        let scheme = url?.scheme?.lowercased() ?? ""
+        return "\(scheme)://\(url?.host?.lowercased() ?? ""):\(url?.port ?? (scheme == "https" ? 443 : 80))"
+    }
+
+    /// A redirect or challenge response of one transfer, with its body, set on the engine thread and taken on
+    /// URLSession's queue after it.
+    private final class HeldResponse: @unchecked Sendable {
+        // @unchecked Sendable: `storage` is a `Protected` box.
+        private let storage = Protected<(HTTPURLResponse?, AuthenticationChallengeHeader?, Data)>((nil, nil, Data()))
+        /// The body of a challenge kept for delivery, at most this many bytes (a challenge's page is small).
+        private static let bodyLimit = 1 << 20
+
+        func hold(_ response: HTTPURLResponse, challenge: AuthenticationChallengeHeader?) {
+            storage.write { $0 = (response, challenge, Data()) }
+        }
+
+        /// Keeps `data` if a response is held (a challenge's body, within the limit); false when none is.
+        func keep(_ data: Data) -> Bool {
+            storage.write { held in
+                guard held.0 != nil else { return false }
+                if held.1 != nil, held.2.count + data.count <= Self.bodyLimit { held.2.append(data) }
+                return true
+            }
+        }
+
+        func take() -> (HTTPURLResponse?, AuthenticationChallengeHeader?, Data) {
+            storage.write { held in
+                defer { held = (nil, nil, Data()) }
+                return held
+            }
+        }
+    }
+
+    /// The sender a `URLAuthenticationChallenge` needs; the manager's closures answer by their return value instead.
+    private final class ChallengeSender: NSObject, URLAuthenticationChallengeSender {
+        func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
+        func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
+        func cancel(_ challenge: URLAuthenticationChallenge) {}
+        func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
+        func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
     }
 
     override func stopLoading() {
