@@ -25,6 +25,27 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
         }
     }
 
+    /// Downloads 100 bytes to `target` and returns the outcome and the notifications named `name` whose object is
+    /// the task.
+    private func download(_ manager: URLSessionManager, to target: URL, observing name: Notification.Name)
+        async throws -> (FileOutcome, [Notification])
+    {
+        let seen = LockedBox<[Notification]>([])
+        let observer = NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { note in
+            seen.write { $0.append(note) }
+        }
+        defer { NotificationCenter.default.removeObserver(observer) }
+        let box = LockedBox<URLSessionTask?>(nil)
+        let outcome: FileOutcome = try await awaitCallback { done in
+            let created = manager.downloadTask(with: URLRequest(url: server.url("/bytes/100")), progress: nil,
+                                               destination: { _, _ in target }, completionHandler: { done(($0, $1, $2)) })
+            box.wrappedValue = created
+            manager.resume(created)
+        }
+        let task = box.wrappedValue
+        return (outcome, seen.wrappedValue.filter { ($0.object as AnyObject?) === task })
+    }
+
     // AFURLSessionManager.m:1191-1204: the manager-wide closure is asked first, with the temporary file, and its
     // answer wins over the task's destination.
     func testManagerWideDownloadDestinationIsAskedFirst() async throws {
@@ -58,22 +79,8 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
         let manager = makeManager()
         let target = temporaryFile()
         defer { try? FileManager.default.removeItem(at: target) }
-        let seen = LockedBox<[Notification]>([])
-        let observer = NotificationCenter.default.addObserver(
-            forName: .sessionKitDownloadTaskDidMoveFileSuccessfully, object: nil, queue: nil) { note in
-            seen.write { $0.append(note) }
-        }
-        defer { NotificationCenter.default.removeObserver(observer) }
-        let box = LockedBox<URLSessionTask?>(nil)
-        let outcome: FileOutcome = try await awaitCallback { done in
-            let created = manager.downloadTask(with: URLRequest(url: server.url("/bytes/100")), progress: nil,
-                                               destination: { _, _ in target }, completionHandler: { done(($0, $1, $2)) })
-            box.wrappedValue = created
-            manager.resume(created)
-        }
-        let task = box.wrappedValue
+        let (outcome, notes) = try await download(manager, to: target, observing: .sessionKitDownloadTaskDidMoveFileSuccessfully)
         XCTAssertNil(outcome.error)
-        let notes = seen.wrappedValue.filter { ($0.object as AnyObject?) === task }
         XCTAssertEqual(notes.count, 1)
         XCTAssertNil(notes.first?.userInfo)
         XCTAssertEqual(Notification.Name.sessionKitDownloadTaskDidMoveFileSuccessfully.rawValue,
@@ -85,23 +92,9 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
     func testDownloadThatCannotBeMovedPostsTheFailureNotificationWithTheFileManagerUserInfo() async throws {
         let manager = makeManager()
         let target = temporaryFile().appendingPathComponent("no-such-folder").appendingPathComponent("file")
-        let seen = LockedBox<[Notification]>([])
-        let observer = NotificationCenter.default.addObserver(
-            forName: .sessionKitDownloadTaskDidFailToMoveFile, object: nil, queue: nil) { note in
-            seen.write { $0.append(note) }
-        }
-        defer { NotificationCenter.default.removeObserver(observer) }
-        let box = LockedBox<URLSessionTask?>(nil)
-        let outcome: FileOutcome = try await awaitCallback { done in
-            let created = manager.downloadTask(with: URLRequest(url: server.url("/bytes/100")), progress: nil,
-                                               destination: { _, _ in target }, completionHandler: { done(($0, $1, $2)) })
-            box.wrappedValue = created
-            manager.resume(created)
-        }
-        let task = box.wrappedValue
+        let (outcome, notes) = try await download(manager, to: target, observing: .sessionKitDownloadTaskDidFailToMoveFile)
         let error = try XCTUnwrap(outcome.error as NSError?)
         XCTAssertEqual(error.code, SessionKitError.Code.cannotMoveDownloadedFile.rawValue)
-        let notes = seen.wrappedValue.filter { ($0.object as AnyObject?) === task }
         XCTAssertEqual(notes.count, 1)
         let fileManagerError = try XCTUnwrap(error.userInfo[NSUnderlyingErrorKey] as? NSError)
         let userInfo = try XCTUnwrap(notes.first?.userInfo)
