@@ -61,6 +61,13 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             respond(context, request, json: ["headers": request.headerDictionary])
         case "status":
             let code = parts.count > 1 ? Int(parts[1]) ?? 400 : 400
+            if code == 418 {
+                // As httpbin: a teapot drawing with an `x-more-info` header and no Content-Type.
+                var headers = HTTPHeaders()
+                headers.add(name: "x-more-info", value: "http://tools.ietf.org/html/rfc2324")
+                return respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Self.teapot,
+                               contentType: nil, extraHeaders: headers)
+            }
             respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil)
         case "bytes":
             let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 4 << 30) : 0
@@ -327,6 +334,21 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.close(promise: nil)
         }
     }
+
+    /// The body of `/status/418`.
+    private static let teapot = Data("""
+
+            -=[ teapot ]=-
+
+               _...._
+             .'  _ _ `.
+            | ."` ^ `". _,
+            \\_;`"---"`|//
+              |       ;/
+              \\_     _/
+                `\"\"\"`
+
+        """.utf8)
 
     private func respond(
         _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, json: Any,

@@ -30,7 +30,7 @@ struct DelegateOverrides {
     var dataTaskWillCacheResponse: ((URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
 
     // URLSessionDownloadDelegate
-    var downloadTaskDidFinishDownloading: ((URLSession, URLSessionDownloadTask, URL) -> URL?)?
+    var downloadTaskDidFinishDownloading: ((URLSession, URLSessionTask, URL) -> URL?)?
     var downloadTaskDidWriteData: ((URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)?
     var downloadTaskDidResume: ((URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)?
 }

@@ -19,7 +19,7 @@ import FoundationNetworking
 /// ```
 ///
 /// Relative paths resolve against ``baseURL`` as in AFNetworking: with `http://a/v1/`, `foo` is `http://a/v1/foo`,
-/// `/foo` is `http://a/foo`, and an absolute URL wins.
+/// `/foo` is `http://a/foo`, `""` is `http://a/v1/`, and an absolute URL wins.
 open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     // @unchecked Sendable: `requestSerializerStorage` is a `Protected` box; `baseURL` is set once in `init`.
 
@@ -319,8 +319,10 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     // MARK: - Helpers
 
-    /// `urlString` resolved against ``baseURL``.
+    /// `urlString` resolved against ``baseURL``; `""` is the base URL itself, as `[NSURL URLWithString:@""
+    /// relativeToURL:]` makes it.
     func absoluteURLString(_ urlString: String) throws -> String {
+        if urlString.isEmpty, let baseURL { return baseURL.absoluteString }
         guard let url = URL(string: urlString, relativeTo: baseURL) else {
             throw SessionKitError.requestSerialization(.badURL, "\"\(urlString)\" is not a valid URL.")
         }

@@ -13,6 +13,17 @@ extension Notification.Name {
     /// Posted when a manager's session became invalid. The object is the session; `userInfo` carries
     /// ``SessionKitNotificationKey/error`` when it ended with an error.
     public static let sessionKitSessionDidInvalidate = Notification.Name("com.sessionkit.networking.session.invalidate")
+    /// Posted on the delegate queue when a finished download was moved to the destination its task or the manager
+    /// chose (AFNetworking's `AFURLSessionDownloadTaskDidMoveFileSuccessfullyNotification`). The object is the task;
+    /// there is no `userInfo`.
+    public static let sessionKitDownloadTaskDidMoveFileSuccessfully = Notification.Name(
+        "com.sessionkit.networking.session.download.file-manager-succeed")
+    /// Posted on the delegate queue when a finished download could not be moved to its destination
+    /// (AFNetworking's `AFURLSessionDownloadTaskDidFailToMoveFileNotification`). The object is the task; the
+    /// `userInfo` is the file manager's error's `userInfo`. The task then fails with
+    /// ``SessionKitError/Code/cannotMoveDownloadedFile``.
+    public static let sessionKitDownloadTaskDidFailToMoveFile = Notification.Name(
+        "com.sessionkit.networking.session.download.file-manager-error")
 }
 
 /// The `userInfo` keys of SessionKit's notifications, as AFNetworking's `AFNetworkingTaskDidComplete…Key`.

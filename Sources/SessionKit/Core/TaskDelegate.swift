@@ -40,6 +40,9 @@ final class TaskDelegate: @unchecked Sendable {
     private let uploadProgressHandler: ((Progress) -> Void)?
     private let downloadProgressHandler: ((Progress) -> Void)?
     private let destination: ((URL, URLResponse) -> URL)?
+    /// For a download this delegate streams to a file (curl transport): asks the manager-wide
+    /// `downloadTaskDidFinishDownloading` closure, which URLSession's download callback asks on the Foundation one.
+    private let managerDestination: ((URLSessionTask, URL) -> URL?)?
     private let completion: (TaskOutcome) -> Void
     private let forcedError: NSError?
     private let bodyStream: Protected<InputStream?>
@@ -75,6 +78,8 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
     ///   - destination: For downloads, where to move the file.
+    ///   - managerDestination: For downloads streamed to a file by this delegate, the manager-wide destination,
+    ///     asked first.
     ///   - bodyStream:  For streamed uploads, the stream to hand URLSession when it asks for one.
     ///   - uploadLength: The size of the request body when known before sending.
     ///   - forcedError: When set, the task ends with this error whatever URLSession reports.
@@ -86,6 +91,7 @@ final class TaskDelegate: @unchecked Sendable {
         uploadProgressHandler: ((Progress) -> Void)?,
         downloadProgressHandler: ((Progress) -> Void)?,
         destination: ((URL, URLResponse) -> URL)?,
+        managerDestination: ((URLSessionTask, URL) -> URL?)? = nil,
         bodyStream: InputStream?,
         uploadLength: Int64?,
         forcedError: NSError?,
@@ -104,6 +110,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.uploadProgressHandler = uploadProgressHandler
         self.downloadProgressHandler = downloadProgressHandler
         self.destination = destination
+        self.managerDestination = managerDestination
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
         self.onConsumed = onConsumed
@@ -236,7 +243,9 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     /// A download finished into the temporary `location`, which URLSession deletes once this returns: move it to
-    /// the destination now. `override` is the manager-wide destination closure's answer, if it has one.
+    /// the destination now. `override` is the manager-wide destination closure's answer, if it has one. A move
+    /// posts `sessionKitDownloadTaskDidMoveFileSuccessfully` or `sessionKitDownloadTaskDidFailToMoveFile`, on the
+    /// delegate queue, as AFNetworking does.
     func didFinishDownloading(to location: URL, override: URL?) {
         var fileURL: URL?
         var moveError: NSError?
@@ -252,11 +261,14 @@ final class TaskDelegate: @unchecked Sendable {
             do {
                 try FileManager.default.moveItem(at: location, to: target)
                 fileURL = target
+                NotificationCenter.default.post(name: .sessionKitDownloadTaskDidMoveFileSuccessfully, object: task)
             } catch {
                 moveError = SessionKitError.session(
                     .cannotMoveDownloadedFile,
                     "The downloaded file could not be moved to \(target.path): \(error.localizedDescription)",
                     underlying: error)
+                NotificationCenter.default.post(
+                    name: .sessionKitDownloadTaskDidFailToMoveFile, object: task, userInfo: (error as NSError).userInfo)
             }
         }
         _ = lock.withLock { lifecycle.didFinishDownloading(fileURL: fileURL, moveError: moveError) }
@@ -275,7 +287,8 @@ final class TaskDelegate: @unchecked Sendable {
             if let writeError = bodyFile.close() {
                 error = SessionKitError.session(.cannotMoveDownloadedFile, "The download could not be written: \(writeError)", underlying: writeError)
             } else if error == nil {
-                didFinishDownloading(to: bodyFile.url, override: nil)
+                // As AFNetworking: the manager-wide destination is asked first, then the task's own.
+                didFinishDownloading(to: bodyFile.url, override: managerDestination?(task, bodyFile.url))
             } else if let failure = error as NSError?, failure.domain == NSURLErrorDomain {
                 // Cancelled or cut: keep what arrived, as resume data in the error (and for a waiting caller).
                 let resume = resumeData(from: bodyFile)
@@ -329,6 +342,9 @@ final class TaskDelegate: @unchecked Sendable {
                     object = try delivery.responseSerializer.responseObject(for: response, data: fileURL == nil ? data : nil)
                 } catch {
                     resultError = error
+                    // As AFNetworking: what the serializer still made of a body whose status failed goes to the
+                    // completion handler and the notification, next to the error.
+                    object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
                 }
                 if let observation { observation.monitor.request(observation.request, didSerialize: object, error: resultError) }
             }

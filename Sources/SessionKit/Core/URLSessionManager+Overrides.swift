@@ -78,7 +78,9 @@ extension URLSessionManager {
     }
 
     /// Chooses where every download of this manager goes; when it returns nil, the task's own destination applies.
-    public var downloadTaskDidFinishDownloading: ((URLSession, URLSessionDownloadTask, URL) -> URL?)? {
+    /// Asked on both transports with the temporary file. The task is a `URLSessionTask`, not a
+    /// `URLSessionDownloadTask` as in AFNetworking: on the curl transport a download runs as a data task.
+    public var downloadTaskDidFinishDownloading: ((URLSession, URLSessionTask, URL) -> URL?)? {
         get { overrides.read { $0.downloadTaskDidFinishDownloading } }
         set { overrides.write { $0.downloadTaskDidFinishDownloading = newValue } }
     }

@@ -575,10 +575,20 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             completionQueue: settings.completionQueue ?? privateCompletionQueue,
             completionGroup: settings.completionGroup ?? privateCompletionGroup,
             processingQueue: Self.processingQueue)
+        var managerDestination: ((URLSessionTask, URL) -> URL?)?
+        if (streamsBodyToFile || resumingFile != nil) && registry === self.registry {
+            // A download the task delegate writes itself: no URLSession download callback asks the manager-wide
+            // destination, so the delegate asks it (read when the download ends, as AFNetworking reads it).
+            let overrides = self.overrides
+            let session = self.session
+            managerDestination = { task, location in
+                overrides.read { $0.downloadTaskDidFinishDownloading }.flatMap { $0(session, task, location) }
+            }
+        }
         let delegate = TaskDelegate(
             task: task, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
-            destination: destination, bodyStream: Self.bodyStream(of: source),
+            destination: destination, managerDestination: managerDestination, bodyStream: Self.bodyStream(of: source),
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },

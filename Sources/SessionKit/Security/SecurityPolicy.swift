@@ -136,6 +136,14 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             self.code = code
             self.reason = reason
         }
+
+        /// The `userInfo` text of the transport's error for `host`: AFNetworking's description (CFNetwork's
+        /// `Err-1202.w` sentence) and this refusal's precise ``reason`` as the failure reason.
+        func userInfo(forHost host: String?) -> [String: Any] {
+            let description = "The certificate for this server is invalid. You might be connecting to a server that "
+                + "is pretending to be \u{201C}\(host ?? "")\u{201D} which could put your confidential information at risk."
+            return [NSLocalizedDescriptionKey: description, NSLocalizedFailureReasonErrorKey: reason]
+        }
     }
 
     /// Evaluates `serverTrust` with AFNetworking's rules: nil when it passes, else why not.

@@ -211,11 +211,14 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
 
     /// Builds a request for `method` and `urlString` with `parameters` encoded.
     ///
-    /// - Throws: An error in ``SessionKitError/requestSerializationDomain`` for a URL that cannot be parsed or
-    ///   parameters that cannot be encoded.
+    /// `urlString` is read as `URL(string:)` reads it, as AFNetworking does with `[NSURL URLWithString:]`: a relative
+    /// reference (`"users"`) gives a request with a relative URL, which a manager then fails to load.
+    ///
+    /// - Throws: An error in ``SessionKitError/requestSerializationDomain`` for a string that is not a URL or
+    ///   parameters that cannot be encoded, or the error of the query-string block.
     public func request(withMethod method: String, urlString: String, parameters: Any?) throws -> URLRequest {
-        guard let url = URL(string: urlString), url.scheme != nil else {
-            throw SessionKitError.requestSerialization(.badURL, "The URL \"\(urlString)\" is not a valid absolute URL.")
+        guard let url = URL(string: urlString) else {
+            throw SessionKitError.requestSerialization(.badURL, "The URL \"\(urlString)\" is not a valid URL.")
         }
         var request = URLRequest(url: url)
         request.httpMethod = method.uppercased()

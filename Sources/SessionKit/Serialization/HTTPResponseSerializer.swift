@@ -113,8 +113,8 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
     /// any (the body of a failed status is still decoded, so that the error can carry the server's document).
     ///
     /// - Parameter isEmpty: Which bodies count as empty; for those the status failure is thrown, or nil returned.
-    /// - Throws: A content-type failure at once (the body is not of the expected kind), or the status failure of
-    ///   an empty body.
+    /// - Throws: A content-type failure at once, alone or under a status failure (the body is not of the expected
+    ///   kind), or the status failure of an empty body.
     func bodyToDecode(for response: URLResponse?, data: Data?, isEmpty: (Data) -> Bool = { $0.isEmpty }) throws
         -> (body: Data, validationError: Error?)?
     {
@@ -122,7 +122,10 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         do {
             try validate(response: response as? HTTPURLResponse, data: data)
         } catch {
-            if (error as NSError).code == URLError.cannotDecodeContentData.rawValue { throw error }
+            // As AFNetworking: an unacceptable content type, even one chained under a status failure, ends here.
+            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error) {
+                throw error
+            }
             validationError = error
         }
         guard let data, !isEmpty(data) else {
@@ -133,8 +136,18 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
     }
 
     /// Validates the response and returns the body unchanged.
+    ///
+    /// - Throws: The validation error; when only the status failed, the body is in its `userInfo` under
+    ///   ``SessionKitError/failingResponseObjectKey``, as AFNetworking returns it next to the error.
     open func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
-        try validate(response: response as? HTTPURLResponse, data: data)
+        do {
+            try validate(response: response as? HTTPURLResponse, data: data)
+        } catch {
+            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error) {
+                throw error
+            }
+            throw SessionKitError.carrying(data, in: error)
+        }
         return data
     }
 }

@@ -61,14 +61,16 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
         set { options.write { $0.readingOptions = newValue } }
     }
 
-    /// Whether `null` values are removed from dictionaries, recursively through dictionaries and arrays.
+    /// Whether `null`s are removed, recursively: keys whose value is `null` from dictionaries, `null` elements from
+    /// arrays.
     public var removesKeysWithNullValues: Bool {
         get { options.read { $0.removesKeysWithNullValues } }
         set { options.write { $0.removesKeysWithNullValues = newValue } }
     }
 
-    /// The key under which a failing response's decoded error document is stored in the error's `userInfo`.
-    public static let failingResponseObjectKey = "com.sessionkit.serialization.response.error.object"
+    /// The key under which a failing response's decoded error document is stored in the error's `userInfo`; the
+    /// same key as ``SessionKitError/failingResponseObjectKey``.
+    public static let failingResponseObjectKey = SessionKitError.failingResponseObjectKey
 
     /// Validates the response and returns the decoded JSON object (nil for an empty body).
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
@@ -88,19 +90,15 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
                 response: response, data: data, underlying: validationError ?? error)
         }
         let result = removesNulls ? Self.removingNullValues(from: object) : object
-        if let validationError {
-            var userInfo = (validationError as NSError).userInfo
-            userInfo[Self.failingResponseObjectKey] = result
-            let nsError = validationError as NSError
-            throw NSError(domain: nsError.domain, code: nsError.code, userInfo: userInfo)
-        }
+        if let validationError { throw SessionKitError.carrying(result, in: validationError) }
         return result
     }
 
-    /// `object` with every `null` value removed from dictionaries, through nested dictionaries and arrays.
+    /// `object` with every `null` removed, through nested dictionaries and arrays: a dictionary loses the keys whose
+    /// value is `null` and an array its `null` elements, as AFNetworking's `AFJSONObjectByRemovingKeysWithNullValues`.
     static func removingNullValues(from object: Any) -> Any {
         if let array = object as? [Any] {
-            return array.map { removingNullValues(from: $0) }
+            return array.filter { !($0 is NSNull) }.map { removingNullValues(from: $0) }
         }
         if let dictionary = object as? [String: Any] {
             var result: [String: Any] = [:]

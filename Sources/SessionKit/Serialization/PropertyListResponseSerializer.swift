@@ -84,7 +84,7 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
                 .cannotDecodeContentData, "The response body is not a property list: \(error)",
                 response: response, data: data, underlying: validationError ?? error)
         }
-        if let validationError { throw validationError }
+        if let validationError { throw SessionKitError.carrying(object, in: validationError) }
         return object
     }
 }

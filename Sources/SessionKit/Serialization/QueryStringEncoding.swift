@@ -4,6 +4,7 @@ import Foundation
 ///
 /// Pairs are sorted by key; a nested dictionary gives `a[b]=c`, an array `a[]=x&a[]=y`, a set its sorted members
 /// under the same key, a null value the bare key, a `Bool` `1` or `0`, and any other value its `description`.
+/// Parameters that are not a dictionary (a string, say) are one pair with an empty key: `=value`.
 enum QueryStringEncoding {
     /// Characters of the URL query allowed set that are still escaped, because they delimit query components.
     private static let delimiters = ":#[]@!$&'()*+,;="
@@ -61,8 +62,8 @@ enum QueryStringEncoding {
             let sorted = set.allObjects.sorted { "\($0)" < "\($1)" }
             return sorted.flatMap { pairs(key: key, value: $0) }
         }
-        guard let key else { return [] }
-        return [Pair(key: key, value: value)]
+        // A top-level value that is not a collection is a pair with an empty key, "=value", as in AFNetworking.
+        return [Pair(key: key ?? "", value: value)]
     }
 
     /// The text of a scalar value: `1`/`0` for a Boolean, `description` otherwise.

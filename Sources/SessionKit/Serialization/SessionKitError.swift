@@ -22,6 +22,10 @@ public enum SessionKitError {
     public static let failingURLResponseKey = "com.sessionkit.serialization.response.error.response"
     /// `userInfo` key of the body `Data` of the response that failed validation or decoding.
     public static let failingURLResponseDataKey = "com.sessionkit.serialization.response.error.data"
+    /// `userInfo` key of the object a serializer still made of a body whose status failed validation (the `Data`,
+    /// the decoded JSON or property list, the `XMLParser`): AFNetworking returns that object next to the error, and a
+    /// task's completion handler gets it the same way.
+    public static let failingResponseObjectKey = "com.sessionkit.serialization.response.error.object"
 
     /// Codes of errors in ``sessionDomain``.
     public enum Code: Int {
@@ -52,6 +56,28 @@ public enum SessionKitError {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]
         if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
         return NSError(domain: requestSerializationDomain, code: code.rawValue, userInfo: userInfo)
+    }
+
+    /// Whether `error`, or an error in its chain of `NSUnderlyingErrorKey`s, has `code` in `domain` (AFNetworking's
+    /// `AFErrorOrUnderlyingErrorHasCodeInDomain`). The walk stops after 16 links.
+    static func hasCode(_ code: URLError.Code, in domain: String, _ error: Error?) -> Bool {
+        var current = error.map { $0 as NSError }
+        for _ in 0..<16 {
+            guard let nsError = current else { return false }
+            if nsError.domain == domain && nsError.code == code.rawValue { return true }
+            current = nsError.userInfo[NSUnderlyingErrorKey] as? NSError
+        }
+        return false
+    }
+
+    /// `validationError` with `object` under ``failingResponseObjectKey``: a status failure that still produced an
+    /// object.
+    static func carrying(_ object: Any?, in validationError: Error) -> NSError {
+        let nsError = validationError as NSError
+        guard let object else { return nsError }
+        var userInfo = nsError.userInfo
+        userInfo[failingResponseObjectKey] = object
+        return NSError(domain: nsError.domain, code: nsError.code, userInfo: userInfo)
     }
 
     /// Builds a response-serialization error carrying the failing response, its body and its URL, chaining

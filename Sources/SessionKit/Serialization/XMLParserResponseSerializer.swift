@@ -36,14 +36,17 @@ open class XMLParserResponseSerializer: HTTPResponseSerializer, @unchecked Senda
 
     /// Validates the response and returns an `XMLParser` over the body (nil for an empty body).
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
-        try validate(response: response as? HTTPURLResponse, data: data)
-        guard let data, !data.isEmpty else { return nil }
+        guard let (data, validationError) = try bodyToDecode(for: response, data: data) else { return nil }
+        let parser: XMLParser
         do {
-            return XMLParser(data: try XMLBody.forXMLParser(data))
+            parser = XMLParser(data: try XMLBody.forXMLParser(data))
         } catch {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, "The response body is not XML that can be parsed: \(error)",
-                response: response, data: data, underlying: error)
+                response: response, data: data, underlying: validationError ?? error)
         }
+        // A status failure still hands over the parser, in the error, as AFNetworking returns it next to the error.
+        if let validationError { throw SessionKitError.carrying(parser, in: validationError) }
+        return parser
     }
 }

@@ -429,7 +429,7 @@ final class CurlTransfer: @unchecked Sendable {
         ]
         if isTLS && policyEvaluated && !policyAccepted {
             let refusal = refusal ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
-            return URLError(refusal.code, userInfo: userInfo.merging([NSLocalizedDescriptionKey: refusal.reason]) { $1 })
+            return URLError(refusal.code, userInfo: userInfo.merging(refusal.userInfo(forHost: url.host)) { $1 })
         }
         if bodyStreamFailed {
             return URLError(.cannotDecodeRawData, userInfo: userInfo.merging(

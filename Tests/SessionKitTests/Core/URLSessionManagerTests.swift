@@ -163,8 +163,6 @@ final class URLSessionManagerTests: LoopbackTestCase {
 
     func testManagerWideDownloadDestinationOverride() async throws {
         let manager = makeManager()
-        // The closure is typed for URLSessionDownloadTask; curl downloads are data tasks and use their destination.
-        try XCTSkipIf(manager.transport == .curl, "the manager-wide download closure applies to the Foundation transport")
         let destination = temporaryFile()
         defer { try? FileManager.default.removeItem(at: destination) }
         manager.downloadTaskDidFinishDownloading = { _, _, _ in destination }

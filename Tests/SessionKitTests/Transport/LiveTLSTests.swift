@@ -136,7 +136,8 @@ final class LiveTLSTests: XCTestCase {
     func testExpiredAndNotYetValidLeavesHaveTheirOwnCodes() async throws {
         let expired = try await refusal(serving: "expired", policy: try rootPinned())
         XCTAssertEqual(expired?.code, .serverCertificateHasBadDate, "\(String(describing: expired))")
-        XCTAssertTrue(expired?.localizedDescription.contains("expired") == true)
+        let reason = (expired as NSError?)?.userInfo[NSLocalizedFailureReasonErrorKey] as? String
+        XCTAssertTrue(reason?.contains("expired") == true, "\(String(describing: reason))")
         let early = try await refusal(serving: "not-yet-valid", policy: try rootPinned())
         XCTAssertEqual(early?.code, .serverCertificateNotYetValid, "\(String(describing: early))")
     }
