@@ -68,7 +68,14 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
                 return respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Self.teapot,
                                contentType: nil, extraHeaders: headers)
             }
-            respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil)
+            var headers = HTTPHeaders()
+            // As httpbin: a 401 names a scheme, a 407 too, so that clients raise an authentication challenge.
+            if code == 401 { headers.add(name: "WWW-Authenticate", value: "Basic realm=\"Fake Realm\"") }
+            if code == 407 { headers.add(name: "Proxy-Authenticate", value: "Basic realm=\"Fake Realm\"") }
+            respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil,
+                    extraHeaders: headers)
+        case "digest-auth", "auth-redirect-to", "proxy-auth":
+            authenticate(context, request, parts: parts)
         case "bytes":
             let count = parts.count > 1 ? min(Int(parts[1]) ?? 0, 4 << 30) : 0
             streamBytes(context, request, count: count, chunked: false, chunkSize: 64 * 1024)
@@ -350,7 +357,7 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
 
         """.utf8)
 
-    private func respond(
+    func respond(
         _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, json: Any,
         extraHeaders: HTTPHeaders = HTTPHeaders()
     ) {
@@ -358,7 +365,7 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         respond(context, request, status: status, body: data, contentType: "application/json", extraHeaders: extraHeaders)
     }
 
-    private func respond(
+    func respond(
         _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus = .ok, body: Data,
         contentType: String?, extraHeaders: HTTPHeaders = HTTPHeaders()
     ) {

@@ -8,7 +8,14 @@ struct Request {
     let isTLS: Bool
 
     var method: String { head.method.rawValue }
-    var path: String { String(head.uri.split(separator: "?", maxSplits: 1).first ?? "") }
+    /// The path of the target; for a request in absolute form (sent to the server as a proxy), the path of its URL.
+    var path: String {
+        var target = Substring(head.uri.split(separator: "?", maxSplits: 1).first ?? "")
+        if target.hasPrefix("http://") || target.hasPrefix("https://") {
+            target = target.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }
+        }
+        return String(target)
+    }
     var pathComponents: [String] { path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) } }
 
     /// The query's pairs, decoded, in order.

@@ -57,6 +57,37 @@ struct ChallengeResolver {
         return Self.action(for: answer.0, credential: answer.1, proposed: challenge.proposedCredential)
     }
 
+    /// `challenge` with the credential stored for its protection space in `storage` as its proposed credential, when
+    /// it has none and nothing was refused yet (a stored credential is proposed once: after a refusal, it is not
+    /// tried again).
+    ///
+    /// URLProtectionSpace on Linux compares by identity, so `URLCredentialStorage.credentials(for:)` finds nothing for
+    /// an equal space built anew, and URLSession never proposes a stored credential: the spaces are matched by their
+    /// fields here.
+    static func proposingStoredCredential(_ challenge: URLAuthenticationChallenge, from storage: URLCredentialStorage?)
+        -> URLAuthenticationChallenge
+    {
+        guard challenge.proposedCredential == nil, challenge.previousFailureCount == 0, let storage,
+              let stored = storedCredential(for: challenge.protectionSpace, in: storage)
+        else { return challenge }
+        return URLAuthenticationChallenge(
+            protectionSpace: challenge.protectionSpace, proposedCredential: stored,
+            previousFailureCount: challenge.previousFailureCount, failureResponse: challenge.failureResponse,
+            error: challenge.error, sender: ChallengeSender())
+    }
+
+    /// The default credential of the stored space equal to `space` field by field, else its first by user name.
+    static func storedCredential(for space: URLProtectionSpace, in storage: URLCredentialStorage) -> URLCredential? {
+        for (candidate, credentials) in storage.allCredentials
+        where candidate.host == space.host && candidate.port == space.port && candidate.protocol == space.protocol
+            && candidate.realm == space.realm && candidate.authenticationMethod == space.authenticationMethod
+            && candidate.proxyType == space.proxyType
+        {
+            return storage.defaultCredential(for: candidate) ?? credentials.sorted { $0.key < $1.key }.first?.value
+        }
+        return nil
+    }
+
     /// The action a disposition stands for, given the credential that came with it and the challenge's proposed one.
     static func action(
         for disposition: URLSession.AuthChallengeDisposition, credential: URLCredential?, proposed: URLCredential?
@@ -75,4 +106,13 @@ struct ChallengeResolver {
             return .deliverResponse
         }
     }
+}
+
+/// The sender a `URLAuthenticationChallenge` needs; SessionKit's challenge closures answer by their return value.
+final class ChallengeSender: NSObject, URLAuthenticationChallengeSender {
+    func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
+    func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
+    func cancel(_ challenge: URLAuthenticationChallenge) {}
+    func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
+    func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
 }

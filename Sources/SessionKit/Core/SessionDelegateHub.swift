@@ -73,11 +73,15 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         // handling without a stored credential, and crashes on `.useCredential` without a credential. So the answer
         // it gets is always one it completes: a credential, or a cancellation that ``urlSession(_:task:didCompleteWithError:)``
         // turns back into the delivery of the 401 when that is what the manager decided.
+        let method = challenge.protectionSpace.authenticationMethod
+        let challenge = ChallengeResolver.proposingStoredCredential(
+            challenge, from: session.configuration.urlCredentialStorage)
         switch ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session) {
-        case .retry(let credential):
+        case .retry(let credential) where method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest:
             completionHandler(.useCredential, credential)
-        case .deliverResponse:
-            registry.markChallengeResponseDelivery(for: task)
+        case .retry, .deliverResponse:
+            // URLSession answers Basic and Digest only (any other scheme with a credential stops the process).
+            registry.markCancellation(of: task, as: .challengeResponse)
             completionHandler(.cancelAuthenticationChallenge, nil)
         case .cancel:
             completionHandler(.cancelAuthenticationChallenge, nil)
@@ -113,8 +117,17 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         let delegate = registry.remove(task)
         CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = nil }
         var error = error
-        if registry.takeChallengeResponseDelivery(for: task), (error as NSError?)?.code == NSURLErrorCancelled {
-            error = nil  // the challenge's response, already received, is the result
+        if let meaning = registry.takeCancellationMeaning(for: task), (error as NSError?)?.code == NSURLErrorCancelled {
+            switch meaning {
+            case .challengeResponse:
+                error = nil  // the challenge's response, already received, is the result
+            case .resourceTimeout:
+                error = URLError(.timedOut, userInfo: [
+                    NSLocalizedDescriptionKey: "The request took longer than the session's resource timeout.",
+                    NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
+                    "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
+                ])
+            }
         }
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)

@@ -12,9 +12,15 @@ import FoundationNetworking
 final class TaskRegistry: @unchecked Sendable {
     // @unchecked Sendable: `delegates` is a `Protected` box.
     private let delegates = Protected<[ObjectIdentifier: TaskDelegate]>([:])
-    /// Tasks whose coming cancellation delivers the response of an authentication challenge (see
-    /// ``markChallengeResponseDelivery(for:)``).
-    private let challengeResponses = Protected<Set<ObjectIdentifier>>([])
+    /// What the coming cancellation of a task means, when SessionKit cancels it for a reason of its own.
+    enum CancellationMeaning {
+        /// The response of an authentication challenge nobody answered is the task's result.
+        case challengeResponse
+        /// The session's resource timeout ran out (the Foundation transport does not enforce it itself).
+        case resourceTimeout
+    }
+
+    private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
 
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
@@ -32,15 +38,17 @@ final class TaskRegistry: @unchecked Sendable {
         delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
-    /// Notes that `task` ends with the response of an authentication challenge nobody answered: URLSession ends it by
-    /// a cancellation, which ``takeChallengeResponseDelivery(for:)`` turns back into the delivery of that response.
-    func markChallengeResponseDelivery(for task: URLSessionTask) {
-        challengeResponses.write { _ = $0.insert(ObjectIdentifier(task)) }
+    /// Notes what the cancellation that is about to end `task` means (URLSession can only end it by a cancellation);
+    /// the first meaning noted wins.
+    func markCancellation(of task: URLSessionTask, as meaning: CancellationMeaning) {
+        cancellations.write { marks in
+            if marks[ObjectIdentifier(task)] == nil { marks[ObjectIdentifier(task)] = meaning }
+        }
     }
 
-    /// Whether `task` was marked by ``markChallengeResponseDelivery(for:)``; clears the mark.
-    func takeChallengeResponseDelivery(for task: URLSessionTask) -> Bool {
-        challengeResponses.write { $0.remove(ObjectIdentifier(task)) != nil }
+    /// What `task`'s cancellation means, if SessionKit noted it; clears the note.
+    func takeCancellationMeaning(for task: URLSessionTask) -> CancellationMeaning? {
+        cancellations.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
     /// The tasks still registered, oldest first.

@@ -58,7 +58,7 @@ extension URLSessionManager {
                 return ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session)
             },
             deliversChallengeResponse: { [weak task] in
-                if let task { registry.markChallengeResponseDelivery(for: task) }
+                if let task { registry.markCancellation(of: task, as: .challengeResponse) }
             },
             credentialStorage: settings.credentialStorage,
             uploadProgress: { [weak task] sent, expected in

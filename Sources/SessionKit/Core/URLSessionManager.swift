@@ -35,6 +35,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public let sessionConfiguration: URLSessionConfiguration
 
     let registry = TaskRegistry()
+    /// The resource timeout of Foundation-transport tasks (URLSession on Linux ignores it); nil for the default.
+    private let resourceDeadlines: ResourceDeadlines?
     let overrides = Protected(DelegateOverrides())
     let control = TaskControl()
 
@@ -70,6 +72,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
         self.curlSettings = CurlSessionSettings(self.sessionConfiguration)
+        self.resourceDeadlines = ResourceDeadlines(
+            limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.manager.delegate"
@@ -428,6 +432,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
         control.resume(task)
+        resourceDeadlines?.started(task)
     }
 
     /// Suspends `task` and posts `Notification.Name.sessionKitTaskDidSuspend`.
@@ -597,6 +602,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
         registry.add(delegate)
+        // The curl transport keeps the resource timeout itself; URLSession on Linux does not.
+        if flowControl == nil && registry === self.registry { resourceDeadlines?.watch(task) }
         return task
     }
 

@@ -76,7 +76,8 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
     }
 
     public func adapt(_ request: URLRequest, for sessionRequest: SessionRequest) async throws -> URLRequest {
-        guard var credential = await store.credential else {
+        // While a refresh runs, requests wait for its credential instead of going out with the refused one.
+        guard var credential = try await store.settledCredential() else {
             throw SessionKitError.session(.missingCredential, "There is no credential to authenticate the request with.")
         }
         if credential.requiresRefresh {
@@ -118,6 +119,12 @@ private actor CredentialStore<A: Authenticator> {
 
     func set(_ credential: A.Credential?) {
         self.credential = credential
+    }
+
+    /// The credential once no refresh is running: the refresh's result when one is in flight.
+    func settledCredential() async throws -> A.Credential? {
+        if let refreshing { return try await refreshing.value }
+        return credential
     }
 
     /// A fresh credential: the refresh in flight, or a new one (if the window allows).

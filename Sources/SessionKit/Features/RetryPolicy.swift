@@ -8,8 +8,8 @@ import FoundationNetworking
 /// jitter, honouring the server's `Retry-After`.
 ///
 /// A failed attempt is retried when all of these hold: fewer than ``retryLimit`` retries so far; the method is in
-/// ``retryableHTTPMethods``; and either the response's status is in ``retryableHTTPStatusCodes`` or the transport
-/// error's code is in ``retryableURLErrorCodes``. The delay is the response's `Retry-After` (seconds or an HTTP date)
+/// ``retryableHTTPMethods``; and either the response's status is in ``retryableHTTPStatusCodes`` (whatever error came
+/// with it, as Alamofire decides) or the transport error's code is in ``retryableURLErrorCodes``. The delay is the response's `Retry-After` (seconds or an HTTP date)
 /// when it has one, else `exponentialBackoffScale × exponentialBackoffBase ^ retryCount`, jittered into
 /// [½, 1] of that when ``jitters``. A delay above ``maximumDelay`` is not waited for: the request fails.
 ///
@@ -32,7 +32,9 @@ public struct RetryPolicy: RequestInterceptor {
     public let retryableHTTPMethods: Set<String>
     /// The statuses worth another try. Default 408, 500, 502, 503, 504.
     public let retryableHTTPStatusCodes: Set<Int>
-    /// The transport errors worth another try (never a certificate refusal or a cancellation).
+    /// The transport errors worth another try (never a certificate refusal or a cancellation: unlike Alamofire,
+    /// whose list also has `.secureConnectionFailed`, `.serverCertificateHasBadDate` and
+    /// `.serverCertificateNotYetValid`, a TLS refusal is not retried, because it is a policy decision, not a glitch).
     public let retryableURLErrorCodes: Set<URLError.Code>
 
     /// The idempotent methods of RFC 9110.
@@ -78,15 +80,12 @@ public struct RetryPolicy: RequestInterceptor {
         else { return .doNotRetry }
         let transportCode = (error as? URLError)?.code
             ?? ((error as NSError).domain == NSURLErrorDomain ? URLError.Code(rawValue: (error as NSError).code) : nil)
-        // A status failure is a serialization error that carries the response; a transport error carries none.
-        let statusFailure = (error as NSError).domain == SessionKitError.responseSerializationDomain
-        if statusFailure {
-            guard let status = response?.statusCode, retryableHTTPStatusCodes.contains(status) else { return .doNotRetry }
-        } else {
-            guard let transportCode, retryableURLErrorCodes.contains(transportCode) else { return .doNotRetry }
-        }
+        // As Alamofire: a retryable status is retried whatever error came with it (a serialization error, or a
+        // transport error after the head arrived); otherwise the transport error decides.
+        let retryableStatus = response.map { retryableHTTPStatusCodes.contains($0.statusCode) } ?? false
+        guard retryableStatus || transportCode.map(retryableURLErrorCodes.contains) == true else { return .doNotRetry }
         var delay: TimeInterval
-        if statusFailure, let retryAfter = response?.value(forHTTPHeaderField: "Retry-After"),
+        if retryableStatus, let retryAfter = response?.value(forHTTPHeaderField: "Retry-After"),
            let asked = Self.retryAfterDelay(retryAfter, now: now) {
             delay = asked
         } else {

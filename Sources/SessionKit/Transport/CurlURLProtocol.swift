@@ -93,8 +93,6 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
     /// The credentials this task answered challenges with: the server's only go to the origin that asked for them.
     private var serverCredential: (credential: CurlTransfer.Credential, origin: String)?
     private var proxyCredential: CurlTransfer.Credential?
-    /// The last credential taken from the credential storage, never proposed twice.
-    private var lastStoredCredential: URLCredential?
     /// When the resource timeout ends the task, set when its first request starts.
     private var deadline: Date?
 
@@ -216,18 +214,15 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
                         to request: URLRequest) {
         let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
         let space = header.protectionSpace(for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
-        var proposed = context?.credentialStorage.flatMap { storage in
-            storage.credentials(for: space)?.sorted { $0.key < $1.key }.first?.value ?? storage.defaultCredential(for: space)
-        }
-        if proposed == lastStoredCredential { proposed = nil }  // a stored credential that was refused is not proposed again
         let failures = header.isProxy ? challengeFailures.proxy : challengeFailures.server
         if header.isProxy { challengeFailures.proxy += 1 } else { challengeFailures.server += 1 }
-        let challenge = URLAuthenticationChallenge(
-            protectionSpace: space, proposedCredential: proposed, previousFailureCount: failures,
-            failureResponse: response, error: nil, sender: ChallengeSender())
+        let challenge = ChallengeResolver.proposingStoredCredential(
+            URLAuthenticationChallenge(
+                protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
+                failureResponse: response, error: nil, sender: ChallengeSender()),
+            from: context?.credentialStorage)
         switch context?.challenge(challenge) ?? .deliverResponse {
         case .retry(let credential):
-            if credential == proposed { lastStoredCredential = credential }
             let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
             if header.isProxy {
                 proxyCredential = answer
@@ -293,14 +288,6 @@ final class CurlURLProtocol: URLProtocol, @unchecked Sendable {
         }
     }
 
-    /// The sender a `URLAuthenticationChallenge` needs; the manager's closures answer by their return value instead.
-    private final class ChallengeSender: NSObject, URLAuthenticationChallengeSender {
-        func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
-        func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
-        func cancel(_ challenge: URLAuthenticationChallenge) {}
-        func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
-        func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
-    }
 
     override func stopLoading() {
         let (engine, transfer) = state.write { state -> (CurlEngine?, CurlTransfer?) in
