@@ -87,11 +87,11 @@ docs: setup
 	$(SWIFT) package --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
 	  --target SessionKit --output-path $(DOCS_DIR) --transform-for-static-hosting
 
-## docs-check: `make docs`, failing on any DocC warning (CI).
+## docs-check: `make docs`, failing on any DocC warning (CI). Compiler warnings are build-strict's to catch.
 docs-check:
-	@$(MAKE) --no-print-directory docs 2>&1 | tee $(DOCS_DIR).log
-	@n=$$(grep -c "warning:" $(DOCS_DIR).log); \
-	if [ "$$n" -ne 0 ]; then echo "docs-check: $$n DocC warning(s)"; grep "warning:" $(DOCS_DIR).log; exit 1; fi; \
+	@$(MAKE) --no-print-directory docs > $(DOCS_DIR).log 2>&1; status=$$?; cat $(DOCS_DIR).log; exit $$status
+	@n=$$(grep -c "^warning:" $(DOCS_DIR).log); \
+	if [ "$$n" -ne 0 ]; then echo "docs-check: $$n DocC warning(s)"; grep "^warning:" $(DOCS_DIR).log; exit 1; fi; \
 	echo "docs-check: 0 DocC warnings"
 
 ## consumer-check: a scratch package in a temporary directory that depends on this one by path and imports
