@@ -11,7 +11,8 @@ FUZZ_TARGETS ?= http json xml plist compound decodable archive
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
-.PHONY: setup install-packages build test demo bench soak fuzz fuzz-replay docs format clean
+.PHONY: setup install-packages build build-strict test demo bench soak fuzz fuzz-replay docs docs-check consumer-check \
+  lint format clean
 
 ## setup: install the system libraries SessionKit links (libcurl with OpenSSL, OpenSSL headers) when missing.
 setup:
@@ -30,6 +31,10 @@ install-packages:
 ## build: debug build of everything, tests included.
 build: setup
 	$(SWIFT) build --build-tests
+
+## build-strict: the library alone, with compiler warnings as errors (CI).
+build-strict: setup
+	$(SWIFT) build --target SessionKit -Xswiftc -warnings-as-errors
 
 ## test: every test, against the in-process loopback server; the transport-neutral ones on both transports.
 test: setup
@@ -82,9 +87,34 @@ docs: setup
 	$(SWIFT) package --allow-writing-to-directory $(DOCS_DIR) generate-documentation \
 	  --target SessionKit --output-path $(DOCS_DIR) --transform-for-static-hosting
 
+## docs-check: `make docs`, failing on any DocC warning (CI). Compiler warnings are build-strict's to catch.
+docs-check:
+	@$(MAKE) --no-print-directory docs > $(DOCS_DIR).log 2>&1; status=$$?; cat $(DOCS_DIR).log; exit $$status
+	@n=$$(grep -c "^warning:" $(DOCS_DIR).log); \
+	if [ "$$n" -ne 0 ]; then echo "docs-check: $$n DocC warning(s)"; grep "^warning:" $(DOCS_DIR).log; exit 1; fi; \
+	echo "docs-check: 0 DocC warnings"
+
+## consumer-check: a scratch package in a temporary directory that depends on this one by path and imports
+## SessionKit must resolve swift-log and nothing else (CI).
+consumer-check:
+	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; mkdir -p "$$dir/Sources/Consumer"; \
+	printf '%s\n' '// swift-tools-version:6.0' 'import PackageDescription' 'let package = Package(' \
+	  '    name: "Consumer",' '    dependencies: [.package(path: "$(CURDIR)")],' \
+	  '    targets: [.executableTarget(name: "Consumer", dependencies: [.product(name: "SessionKit", package: "$(notdir $(CURDIR))")])]' \
+	  ')' > "$$dir/Package.swift"; \
+	printf '%s\n' 'import SessionKit' 'print(SessionKitVersion.current)' > "$$dir/Sources/Consumer/main.swift"; \
+	(cd "$$dir" && $(SWIFT) package resolve > resolve.log 2>&1) || { cat "$$dir/resolve.log"; exit 1; }; \
+	fetched=$$(ls "$$dir/.build/checkouts" | tr '\n' ' ' | sed 's/ $$//'); \
+	echo "consumer-check: fetched $$fetched ($$(du -sh "$$dir/.build/checkouts" | cut -f1))"; \
+	[ "$$fetched" = "swift-log" ] || { echo "consumer-check: a consumer must resolve swift-log only"; exit 1; }
+
+## lint: swift-format's strict lint with .swift-format, as CI runs it.
+lint:
+	$(SWIFT) format lint --strict --recursive --parallel Sources Tests Package.swift
+
 ## format: lay out the sources with swift-format and .swift-format.
 format:
 	swift-format format --in-place --recursive --parallel Sources Tests Package.swift
 
 clean:
-	rm -rf .build $(DOCS_DIR) $(FUZZ_BUILD)
+	rm -rf .build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD)

@@ -1,23 +1,25 @@
 // swift-tools-version:6.0
 import PackageDescription
 
-// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and swift-log
-// (decision 5 of the shared architecture map). SwiftNIO is used by the loopback test server only.
+// SessionKit runs on Linux only (Debian 12 / Ubuntu 22.04+ with Swift 6); macOS is not supported: the library is built
+// on FoundationNetworking, libcurl with OpenSSL and the Linux routing netlink (CNetlink), so no `platforms` are declared.
+//
+// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and swift-log.
+// It is the only product: a package that depends on it resolves swift-log and nothing else. SwiftNIO (the loopback
+// test server), the DocC plugin, the demo, the benchmark and the fuzzer stay in this package as targets without
+// products; SwiftPM still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`).
+// Dependencies are version ranges, so that a consumer can share them with its own.
 let package = Package(
     name: "SessionKit",
-    platforms: [.macOS(.v13)],
     products: [
-        .library(name: "SessionKit", targets: ["SessionKit"]),
-        .executable(name: "sessionkit-demo", targets: ["sessionkit-demo"]),
-        .executable(name: "sessionkit-bench", targets: ["sessionkit-bench"]),
-        .executable(name: "sessionkit-fuzz", targets: ["sessionkit-fuzz"]),
+        .library(name: "SessionKit", targets: ["SessionKit"])
     ],
     dependencies: [
-        .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
-        .package(url: "https://github.com/apple/swift-nio-ssl", exact: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-nio-http2", exact: "1.46.0"),
-        .package(url: "https://github.com/swiftlang/swift-docc-plugin", exact: "1.5.0"),
-        .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         .target(

@@ -15,6 +15,7 @@ public enum SecureArchiveError: Error, CustomStringConvertible, Equatable {
     /// The archive was written by a newer SessionKit, whose format this one does not know.
     case unsupportedVersion(Int)
 
+    /// A sentence that says what was wrong with the archive.
     public var description: String {
         switch self {
         case .malformed(let reason): return "The archive is malformed: \(reason)."

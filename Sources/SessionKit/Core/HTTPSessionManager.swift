@@ -258,7 +258,14 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     }
 
     /// Sends a request with any method and returns the serialized result.
-    /// - Parameter interceptor: This call's own adapter and retrier, after the manager's ``interceptor``.
+    ///
+    /// - Parameters:
+    ///   - method: The HTTP method, such as `GET` or `PUT`.
+    ///   - urlString: A path resolved against ``baseURL``, or an absolute URL.
+    ///   - parameters: Serialized into the query or the body by the ``requestSerializer``.
+    ///   - headers: Set on the request after the serializer's headers.
+    ///   - interceptor: This call's own adapter and retrier, after the manager's
+    ///     ``URLSessionManager/interceptor``.
     public func request(
         _ method: String,
         _ urlString: String,
@@ -270,7 +277,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     }
 
     /// The closure form of ``request(_:_:parameters:headers:interceptor:)``: the request runs through the
-    /// interceptors, and `success` or `failure` is called once on the ``completionQueue`` (AFNetworking's shape; an
+    /// interceptors, and `success` or `failure` is called once on the ``URLSessionManager/completionQueue`` (AFNetworking's shape; an
     /// adapter's refusal and a request that cannot be built reach `failure` too, the latter with no request).
     ///
     /// - Returns: A handle whose `cancel()` cancels the request.

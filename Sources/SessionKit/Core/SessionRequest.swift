@@ -8,8 +8,8 @@ import FoundationNetworking
 ///
 /// AFNetworking's task-returning methods run exactly one `URLSessionTask`. A request that an adapter may change
 /// asynchronously and a retrier may send again needs an object that outlives one task: this one. The async verbs of
-/// ``HTTPSessionManager`` and ``URLSessionManager/perform(_:interceptor:responseSerializer:)`` run through it;
-/// interceptors and event monitors see it.
+/// ``HTTPSessionManager`` and ``URLSessionManager/perform(_:interceptor:responseSerializer:onCreate:)`` run
+/// through it; interceptors and event monitors see it.
 public final class SessionRequest: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is inside `state`, a `Protected` box.
 

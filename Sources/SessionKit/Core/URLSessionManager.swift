@@ -212,8 +212,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         set { settings.write { $0.responseSerializer = newValue } }
     }
 
-    /// Adapts and retries every request of the pipeline (``perform(_:interceptor:responseSerializer:)``, the async
-    /// verbs of ``HTTPSessionManager``), before a call's own interceptor. Default nil. Not archived or copied.
+    /// Adapts and retries every request of the pipeline (``perform(_:interceptor:responseSerializer:onCreate:)``,
+    /// the async verbs of ``HTTPSessionManager``), before a call's own interceptor. Default nil. Not archived or
+    /// copied.
     public var interceptor: (any RequestInterceptor)? {
         get { settings.read { $0.interceptor } }
         set { settings.write { $0.interceptor = newValue } }

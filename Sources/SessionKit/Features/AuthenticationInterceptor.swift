@@ -75,6 +75,7 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
         get async { await store.refreshCount }
     }
 
+    /// Applies the current credential to the request, refreshing it first when it needs refresh.
     public func adapt(_ request: URLRequest, for sessionRequest: SessionRequest) async throws -> URLRequest {
         // While a refresh runs, requests wait for its credential instead of going out with the refused one.
         guard var credential = try await store.settledCredential() else {
@@ -88,6 +89,7 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
         return request
     }
 
+    /// Refreshes the credential and retries when the authenticator says the request failed because of it.
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
         guard let request = sessionRequest.request, let response = sessionRequest.response,
               authenticator.didRequest(request, with: response, failDueToAuthenticationError: error),

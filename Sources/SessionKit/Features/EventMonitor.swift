@@ -46,19 +46,33 @@ public protocol EventMonitor: AnyObject, Sendable {
 }
 
 extension EventMonitor {
+    /// Does nothing by default.
     public func requestDidCreate(_ request: SessionRequest) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didCreateTask task: URLSessionTask) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) {}
+    /// Does nothing by default.
     public func requestDidCancel(_ request: SessionRequest) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didReceive data: Data) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?) {}
+    /// Does nothing by default.
     public func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error) {}
+    /// Does nothing by default.
     public func requestDidFinish(_ request: SessionRequest, error: Error?) {}
 }
 
@@ -83,47 +97,61 @@ public final class CompositeEventMonitor: EventMonitor, @unchecked Sendable {
         }
     }
 
+    /// Sends the event to every monitor, on that monitor's queue.
     public func requestDidCreate(_ request: SessionRequest) { each { $0.requestDidCreate(request) } }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) {
         each { $0.request(request, didAdapt: initial, to: adapted) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {
         let error = Unchecked(error)
         each { $0.request(request, didFailToAdapt: initial, withError: error.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didCreateTask task: URLSessionTask) {
         let task = Unchecked(task)
         each { $0.request(request, didCreateTask: task.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {
         let task = Unchecked(task)
         each { $0.request(request, didResumeTask: task.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) {
         let task = Unchecked(task)
         each { $0.request(request, didSuspendTask: task.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func requestDidCancel(_ request: SessionRequest) { each { $0.requestDidCancel(request) } }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {
         let response = Unchecked(response)
         each { $0.request(request, willRedirectWith: response.value, to: newRequest) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didReceive data: Data) { each { $0.request(request, didReceive: data) } }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
         each { $0.request(request, didGather: timings) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {
         let (task, error) = (Unchecked(task), error.map(Unchecked.init))
         each { $0.request(request, didCompleteTask: task.value, error: error?.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?) {
         let (object, error) = (Unchecked(object), error.map(Unchecked.init))
         each { $0.request(request, didSerialize: object.value, error: error?.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error) {
         let error = Unchecked(error)
         each { $0.request(request, isRetryingAfter: delay, dueTo: error.value) }
     }
+    /// Sends the event to every monitor, on that monitor's queue.
     public func requestDidFinish(_ request: SessionRequest, error: Error?) {
         let error = error.map(Unchecked.init)
         each { $0.requestDidFinish(request, error: error?.value) }

@@ -53,6 +53,7 @@ public final class LoggingEventMonitor: EventMonitor, @unchecked Sendable {
 
     // MARK: - Events
 
+    /// Logs the event through the monitor's `Logger`.
     public func requestDidCreate(_ request: SessionRequest) {
         logger.info("\(describe(request.initialRequest))", metadata: metadata(request))
         logger.debug("headers: \(headers(request.initialRequest.allHTTPHeaderFields ?? [:]))", metadata: metadata(request))
@@ -61,40 +62,49 @@ public final class LoggingEventMonitor: EventMonitor, @unchecked Sendable {
         }
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) {
         logger.debug("adapted headers: \(headers(adapted.allHTTPHeaderFields ?? [:]))", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {
         logger.warning("refused by an adapter: \(error.localizedDescription)", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {
         logger.debug("attempt \(request.retryCount + 1) started (task \(task.taskIdentifier))", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) {
         logger.debug("suspended", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func requestDidCancel(_ request: SessionRequest) {
         logger.info("cancelled", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {
         logger.debug("redirect \(response.statusCode) → \(url(newRequest.url))", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didReceive data: Data) {
         logger.trace("received \(data.count) bytes", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
         logger.debug(
             "timings: dns \(ms(timings.nameLookup)), connect \(ms(timings.connect)), tls \(ms(timings.tlsHandshake)), first byte \(ms(timings.firstByte)), total \(ms(timings.total))\(timings.newConnection ? "" : " (reused connection)")",
             metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {
         guard let response = task.response as? HTTPURLResponse else { return }
         var fields: [String: String] = [:]
@@ -104,15 +114,18 @@ public final class LoggingEventMonitor: EventMonitor, @unchecked Sendable {
         logger.debug("response \(response.statusCode): \(headers(fields))", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didSerialize object: Any?, error: Error?) {
         guard logsBodies, let object else { return }
         logger.debug("response body: \(String(describing: object).prefix(bodyLimit))", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, isRetryingAfter delay: TimeInterval, dueTo error: Error) {
         logger.notice("retrying in \(ms(delay)) after: \(error.localizedDescription)", metadata: metadata(request))
     }
 
+    /// Logs the event through the monitor's `Logger`.
     public func requestDidFinish(_ request: SessionRequest, error: Error?) {
         let retries = request.retryCount == 0 ? "" : ", \(request.retryCount) retries"
         if let error {

@@ -47,7 +47,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
         case other
     }
 
-    /// The `userInfo` key of the status in ``Notification/Name/sessionKitReachabilityDidChange``.
+    /// The `userInfo` key of the status in `Notification.Name.sessionKitReachabilityDidChange`.
     public static let statusKey = "com.sessionkit.reachability.status"
 
     /// The host watched; nil for the network at large.
@@ -119,7 +119,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
     }
 
     /// Starts watching: `onUpdate` gets the current status at once, then every change, on `queue` (default: a
-    /// private serial queue; never the main queue unless given), and ``Notification/Name/sessionKitReachabilityDidChange``
+    /// private serial queue; never the main queue unless given), and `Notification.Name.sessionKitReachabilityDidChange`
     /// is posted. A thread of its own waits on the netlink socket. Returns false when it cannot listen (already
     /// listening, or the socket cannot be opened).
     @discardableResult

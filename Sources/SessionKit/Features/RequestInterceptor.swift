@@ -50,7 +50,9 @@ public protocol RequestRetrier: Sendable {
 public protocol RequestInterceptor: RequestAdapter, RequestRetrier {}
 
 extension RequestInterceptor {
+    /// Passes the request through unchanged.
     public func adapt(_ request: URLRequest, for sessionRequest: SessionRequest) async throws -> URLRequest { request }
+    /// Never retries.
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision { .doNotRetry }
 }
 
@@ -88,6 +90,7 @@ public struct Interceptor: RequestInterceptor {
                   retriers: retry.map { [ClosureRetrier(body: $0)] } ?? [])
     }
 
+    /// Runs the adapters in order, each on the previous one's result.
     public func adapt(_ request: URLRequest, for sessionRequest: SessionRequest) async throws -> URLRequest {
         var request = request
         for adapter in adapters {
@@ -96,6 +99,7 @@ public struct Interceptor: RequestInterceptor {
         return request
     }
 
+    /// Asks the retriers in order; the first decision other than not retrying wins.
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
         for retrier in retriers {
             let decision = await retrier.retry(sessionRequest, dueTo: error)
