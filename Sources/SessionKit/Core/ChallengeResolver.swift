@@ -4,18 +4,6 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// What a task does about an HTTP authentication challenge (a 401 with `WWW-Authenticate`, or a 407 with
-/// `Proxy-Authenticate`).
-enum ChallengeAction: Equatable {
-    /// Sends the request again with this credential.
-    case retry(URLCredential)
-    /// Ends the task with the challenging response and its body as its result (the response serializer then
-    /// refuses the status, -1011, with the response and body in the error).
-    case deliverResponse
-    /// Ends the task with `URLError.cancelled`.
-    case cancel
-}
-
 /// Turns the answer of the manager's challenge closures into a ``ChallengeAction``: the one place where both
 /// transports decide what a challenge leads to.
 ///
@@ -106,13 +94,4 @@ struct ChallengeResolver {
             return .deliverResponse
         }
     }
-}
-
-/// The sender a `URLAuthenticationChallenge` needs; SessionKit's challenge closures answer by their return value.
-final class ChallengeSender: NSObject, URLAuthenticationChallengeSender {
-    func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
-    func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
-    func cancel(_ challenge: URLAuthenticationChallenge) {}
-    func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
-    func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
 }

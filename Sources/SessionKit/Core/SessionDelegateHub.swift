@@ -115,7 +115,6 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
         // Removed first, so that a finished task leaves nothing in the registry whatever its completion does.
         let delegate = registry.remove(task)
-        CurlURLProtocol.contexts.write { $0[ObjectIdentifier(task)] = nil }
         var error = error
         if let meaning = registry.takeCancellationMeaning(for: task), (error as NSError?)?.code == NSURLErrorCancelled {
             switch meaning {
@@ -205,5 +204,68 @@ extension SessionDelegateHub: URLSessionDownloadDelegate {
         expectedTotalBytes: Int64
     ) {
         overrides.read { $0.downloadTaskDidResume }?(session, downloadTask, fileOffset, expectedTotalBytes)
+    }
+}
+
+// MARK: - TaskEventSink (the curl transport's own tasks)
+
+/// The curl transport's tasks report here, on the delegate queue, what URLSession reports through the delegate
+/// methods above; each event then takes the same path: the closure overrides, then the per-task delegate.
+extension SessionDelegateHub: TaskEventSink {
+    func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
+        NotificationCenter.default.post(name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse)
+        -> URLSession.ResponseDisposition
+    {
+        registry.delegate(for: task)?.didReceive(response: response)
+        guard let dataTask = task as? URLSessionDataTask, let override = overrides.read({ $0.dataTaskDidReceiveResponse })
+        else { return .allow }
+        return override(session, dataTask, response)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {
+        if let dataTask = task as? URLSessionDataTask {
+            overrides.read { $0.dataTaskDidReceiveData }?(session, dataTask, data)
+        } else if let downloadTask = task as? URLSessionDownloadTask,
+                  let override = overrides.read({ $0.downloadTaskDidWriteData }) {
+            override(session, downloadTask, Int64(data.count), task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
+        }
+        registry.delegate(for: task)?.didReceive(data: data)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64) {
+        urlSession(session, task: task, didSendBodyData: 0, totalBytesSent: sent, totalBytesExpectedToSend: expected)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+              newRequest request: URLRequest) -> URLRequest? {
+        let decided = overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+            ?? request
+        if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
+        return decided
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge)
+        -> ChallengeAction
+    {
+        let challenge = ChallengeResolver.proposingStoredCredential(
+            challenge, from: session.configuration.urlCredentialStorage)
+        return ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {
+        registry.delegate(for: task)?.didCollect(timings)
+        overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession,
+              producingResumeData handler: @escaping @Sendable (Data?) -> Void) -> Bool {
+        registry.delegate(for: task)?.produceResumeData(handler) ?? false
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {
+        urlSession(session, task: task, didCompleteWithError: error)
     }
 }

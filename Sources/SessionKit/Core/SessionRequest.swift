@@ -115,11 +115,15 @@ public final class SessionRequest: @unchecked Sendable {
     }
 
     /// Ends the request (unless it was cancelled); true the first time only, so that its end is reported once.
+    /// Drops the cancel and suspend handlers: they refer to the request and its task, and nothing is left to cancel.
     func finish() -> Bool {
-        state.write { state in
+        let first = state.write { state -> Bool in
             _ = state.lifecycle.finish()
             defer { state.finishReported = true }
             return !state.finishReported
         }
+        onCancel.write { $0 = nil }
+        onSuspend.write { $0 = nil }
+        return first
     }
 }

@@ -45,9 +45,10 @@ extension URLSessionManager {
         let monitor = CompositeEventMonitor(monitors: eventMonitors)
         let sessionRequest = SessionRequest(request)
         let current = Protected<URLSessionTask?>(nil)
+        // Both handlers hold the request: `finish()` clears them, so that a finished request is freed.
         sessionRequest.setCancelHandler {
+            monitor.requestDidCancel(sessionRequest)  // before the task's own end, which it causes
             current.wrappedValue?.cancel()
-            monitor.requestDidCancel(sessionRequest)
         }
         sessionRequest.setSuspendHandler { [weak self] suspending in
             guard let self, let task = current.wrappedValue else { return false }

@@ -59,6 +59,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     private let sessionState = Protected(SessionState())
     /// What the curl transport takes from `sessionConfiguration`, read once.
     let curlSettings: CurlSessionSettings
+    /// The last identifier given to a curl-transport task of this manager.
+    private let curlTaskIdentifiers = Protected(0)
     private let settings = Protected(Settings())
     private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
     private let privateCompletionGroup = DispatchGroup()
@@ -464,6 +466,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 return
             }
             if cancelPendingTasks {
+                // The curl transport's tasks are SessionKit's: URLSession does not know them.
+                for task in registry.tasks where task is CurlTask { task.cancel() }
                 session.invalidateAndCancel()
             } else {
                 session.finishTasksAndInvalidate()
@@ -512,31 +516,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let (transport, policy) = settings.read { ($0.transport, $0.securityPolicy) }
         if let refusal = Self.transportRefusal(for: source, transport: transport, policy: policy) {
             source = .refused(refusal, download: { if case .download = source { return true } else { return false } }())
-        } else if transport == .curl, case .uploadData(var request, let data) = source {
-            // Upload tasks hide their body from a URLProtocol on Linux: under curl they are data tasks with a body.
-            request.httpBody = data
-            source = .data(request)
-        }
-        // Download tasks return no file through a URLProtocol on Linux: under curl a download is a data task whose
-        // per-task delegate streams the body to a file.
-        var streamsBodyToFile = false
-        if transport == .curl, case .download(let request) = source {
-            source = .data(request)
-            streamsBodyToFile = true
         }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
             source = .refused(
                 SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
                 download: false)
-        }
-        // Under curl, file and stream uploads are data tasks whose body stream the transport reads, with an exact
-        // Content-Length when it is known.
-        if transport == .curl, case .uploadFile(var request, let fileURL) = source {
-            request.httpBodyStream = InputStream(url: fileURL)
-            if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
-            source = .data(request)
-        } else if transport == .curl, case .uploadStream(let request) = source {
-            source = .data(request)
         }
         if transport == .foundation, case .uploadStream(var request) = source,
            request.value(forHTTPHeaderField: "Content-Length") != nil {
@@ -552,7 +536,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            return Self.task(for: source, in: session)
+            switch transport {
+            case .foundation:
+                return Self.task(for: source, in: session)
+            case .curl:
+                return makeCurlTask(for: source, uploadLength: uploadLength, policy: policy, session: session)
+            }
         }
         let task: URLSessionTask
         let forcedError: NSError?
@@ -574,7 +563,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             registry = refusal.registry
         }
 
-        let flowControl = transport == .curl && registry === self.registry ? registerCurlContext(for: task, policy: policy) : nil
+        let driver = (task as? CurlTask)?.driver
+        let flowControl = driver?.flowControl
+        // A curl download is written to a file by its per-task delegate (URLSession's download machinery is not there).
+        let streamsBodyToFile = driver != nil && task is URLSessionDownloadTask
         let settings = self.settings.wrappedValue
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
@@ -602,9 +594,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
+        driver?.progress = task is URLSessionUploadTask ? delegate.uploadProgress : delegate.downloadProgress
         registry.add(delegate)
         // The curl transport keeps the resource timeout itself; URLSession on Linux does not.
-        if flowControl == nil && registry === self.registry { resourceDeadlines?.watch(task) }
+        if driver == nil && registry === self.registry { resourceDeadlines?.watch(task) }
         return task
     }
 
@@ -632,29 +625,45 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         return nil
     }
 
-    /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary`, as `http://host:port`.
-    static func proxies(in configuration: URLSessionConfiguration) -> (http: String?, https: String?) {
-        let dictionary = configuration.connectionProxyDictionary ?? [:]
-        func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
-        func proxy(_ prefix: String) -> String? {
-            let enabled = (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
-            guard enabled, let host = value("\(prefix)Proxy") as? String, !host.isEmpty else { return nil }
-            let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int)
-            return "http://\(host)" + (port.map { ":\($0)" } ?? "")
+    /// A task of the curl transport for `source`: SessionKit's own `URLSessionTask` subclass, run by a
+    /// ``CurlTaskDriver`` that reports to the session's delegate hub.
+    private func makeCurlTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy,
+                              session: URLSession) -> URLSessionTask? {
+        guard let sink = session.delegate as? TaskEventSink else { return nil }
+        func driver(_ request: URLRequest) -> CurlTaskDriver {
+            let identifier = curlTaskIdentifiers.write { identifier -> Int in
+                identifier += 1
+                return identifier
+            }
+            return CurlTaskDriver(
+                taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
+                environment: .init(policy: policy, settings: curlSettings, sink: sink, session: session,
+                                   delegateQueue: operationQueue))
         }
-        return (proxy("HTTP"), proxy("HTTPS"))
+        switch source {
+        case .data(let request):
+            return CurlDataTask(driver: driver(request))
+        case .uploadData(var request, let data):
+            request.httpBody = data
+            return CurlUploadTask(driver: driver(request))
+        case .uploadFile(var request, let fileURL):
+            // libcurl reads the file as a stream, with an exact Content-Length.
+            request.httpBodyStream = InputStream(url: fileURL)
+            if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+            return CurlUploadTask(driver: driver(request))
+        case .uploadStream(let request):
+            return CurlUploadTask(driver: driver(request))
+        case .download(let request):
+            return CurlDownloadTask(driver: driver(request))
+        case .refused:
+            return nil
+        }
     }
 
     /// Builds a session over a new delegate hub.
     private func makeSession() -> URLSession {
         let hub = SessionDelegateHub(registry: registry, overrides: overrides)
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
-        if transport == .curl {
-            configuration.protocolClasses = [CurlURLProtocol.self] + (configuration.protocolClasses ?? [])
-            // The curl transport does not answer from a URLCache (Docs/Transport.md): without this, URLSession
-            // would still look every request up on disk and store every response, for nothing.
-            configuration.urlCache = nil
-        }
         return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
     }
 

@@ -106,3 +106,12 @@ struct AuthenticationChallengeHeader: Equatable {
         return !"\"(),/:;<=>?@[\\]{}".contains(character)
     }
 }
+
+/// The sender a `URLAuthenticationChallenge` needs; SessionKit's challenge closures answer by their return value.
+final class ChallengeSender: NSObject, URLAuthenticationChallengeSender {
+    func use(_ credential: URLCredential, for challenge: URLAuthenticationChallenge) {}
+    func continueWithoutCredential(for challenge: URLAuthenticationChallenge) {}
+    func cancel(_ challenge: URLAuthenticationChallenge) {}
+    func performDefaultHandling(for challenge: URLAuthenticationChallenge) {}
+    func rejectProtectionSpaceAndContinue(with challenge: URLAuthenticationChallenge) {}
+}

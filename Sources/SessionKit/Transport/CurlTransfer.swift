@@ -22,7 +22,7 @@ final class CurlTransfer: @unchecked Sendable {
         /// The response head, with its header lines as received (repeated fields kept apart, for cookies).
         var response: (HTTPURLResponse, [(String, String)]) -> Void
         var data: (Data) -> Void
-        var completion: (Error?) -> Void
+        var completion: (URLError?) -> Void
         /// Body bytes sent so far, and the body's size (-1 unknown).
         var uploadProgress: (Int64, Int64) -> Void
         /// libcurl's timings, once the transfer ended.

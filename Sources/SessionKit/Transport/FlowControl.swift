@@ -6,7 +6,7 @@ import Foundation
 /// consumed down to ``lowWater`` it asks the engine to resume it. So a download into a file, or a slow consumer,
 /// never piles the body up in memory between the engine thread and the delegate queue.
 final class FlowControl: @unchecked Sendable {
-    // @unchecked Sendable: `state` is a `Protected` box; `resume` is set once before the transfer starts.
+    // @unchecked Sendable: `state` and `resumeAction` are `Protected` boxes.
 
     static let highWater = 8 << 20
     static let lowWater = 4 << 20
@@ -19,8 +19,12 @@ final class FlowControl: @unchecked Sendable {
     }
 
     private let state = Protected(State())
-    /// Resumes the paused transfer (set by the protocol when it starts one).
-    var resume: (() -> Void)?
+    private let resumeAction = Protected<(@Sendable () -> Void)?>(nil)
+    /// Resumes the paused transfer (set by the task each time it starts one; read by whichever thread consumes).
+    var resume: (@Sendable () -> Void)? {
+        get { resumeAction.wrappedValue }
+        set { resumeAction.wrappedValue = newValue }
+    }
 
     /// Whether the transfer must pause before handing on more (it then is marked paused).
     func shouldPause() -> Bool {

@@ -1,0 +1,40 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Where SessionKit's own tasks (the curl transport's) send their events: the same callbacks URLSession sends its
+/// delegate, for any kind of task, always on the manager's delegate queue. The manager's delegate hub implements it,
+/// so that events of both transports take one path: the closure overrides, then the per-task delegate.
+///
+/// Every call names the `URLSession` the manager's closures receive (the manager's session when the task was made).
+protocol TaskEventSink: AnyObject, Sendable {
+    /// The task was resumed (`resumed == true`) or suspended by its caller.
+    func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool)
+
+    /// The response head arrived; the answer says whether the task goes on.
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse) -> URLSession.ResponseDisposition
+
+    /// Body bytes arrived.
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data)
+
+    /// Request body bytes were sent: `sent` so far, of `expected` (-1 when unknown).
+    func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64)
+
+    /// A redirect response ended a transfer: the request to send next, or nil to deliver the redirect response.
+    func task(_ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest)
+        -> URLRequest?
+
+    /// A 401 or 407 ended a transfer: what to do about it.
+    func task(_ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge) -> ChallengeAction
+
+    /// A transfer ended: libcurl's timings of it.
+    func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
+
+    /// The task is about to be cancelled: `handler` gets its resume data once it ends; false when it has none.
+    func task(_ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void) -> Bool
+
+    /// The task ended, exactly once.
+    func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
+}
