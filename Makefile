@@ -117,13 +117,11 @@ consumer-check:
 
 ## lint: swift-format's strict lint with .swift-format, as CI runs it.
 lint:
-	$(SWIFT) format lint --strict --recursive --parallel Sources Tests Package.swift Benchmarks/Package.swift \
-	  Benchmarks/Sources/sessionkit-bench
+	$(SWIFT) format lint --strict --recursive --parallel Sources Tests Package.swift
 
 ## format: lay out the sources with swift-format and .swift-format.
 format:
-	swift-format format --in-place --recursive --parallel Sources Tests Package.swift Benchmarks/Package.swift \
-	  Benchmarks/Sources/sessionkit-bench
+	swift-format format --in-place --recursive --parallel Sources Tests Package.swift
 
 clean:
 	rm -rf .build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD) $(BENCH_BUILD)

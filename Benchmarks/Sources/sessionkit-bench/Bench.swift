@@ -237,13 +237,19 @@ struct Bench {
         return Cell(rate: rate, peakMiB: peak, p99: median(runs.compactMap(\.p99)))
     }
 
+    /// `value` with `decimals` digits and thousands separators (12,345.6).
     static func format(_ value: Double, decimals: Int = 0) -> String {
-        let formatter = NumberFormatter()
-        formatter.numberStyle = .decimal
-        formatter.minimumFractionDigits = decimals
-        formatter.maximumFractionDigits = decimals
-        formatter.locale = Locale(identifier: "en_US")
-        return formatter.string(from: NSNumber(value: value)) ?? String(value)
+        let text = String(format: "%.\(decimals)f", value)
+        let parts = text.split(separator: ".", maxSplits: 1)
+        var whole = String(parts[0])
+        let negative = whole.hasPrefix("-")
+        if negative { whole.removeFirst() }
+        var grouped = ""
+        for (index, character) in whole.reversed().enumerated() {
+            if index > 0, index % 3 == 0 { grouped.append(",") }
+            grouped.append(character)
+        }
+        return (negative ? "-" : "") + String(grouped.reversed()) + (parts.count > 1 ? "." + parts[1] : "")
     }
 
     static func printTable(rows: [Row], results: [String: [Client: [ChildResult]]], soaks: [Client: ChildResult],
@@ -269,7 +275,7 @@ struct Bench {
                 }
                 let extra = row.scenario == .sequential
                     ? "p99 \(format(value.p99 ?? 0, decimals: 2)) ms" : "\(format(value.peakMiB, decimals: 1)) MiB"
-                print(prefix + "\(format(value.rate, decimals: row.scenario.unit == "MB/s" ? 0 : 0)) \(row.scenario.unit) | "
+                print(prefix + "\(format(value.rate)) \(row.scenario.unit) | "
                     + extra + " | " + ratio(value.rate, curl?.rate) + " | " + ratio(value.rate, ahc?.rate) + " |")
             }
         }
@@ -317,7 +323,7 @@ struct Bench {
             let seq = "nginx \(scheme) sequential", c64 = "nginx \(scheme) concurrent64"
             if let sk = c(seq, .sessionKitCurl), let ahc = c(seq, .ahc) {
                 let factor = scheme == "http" ? 1.2 : 1.0
-                line("\(scheme.uppercased()) sequential ≥ \(factor == 1.2 ? "1.2×" : "") AHC's req/s, p99 no worse",
+                line("\(scheme.uppercased()) sequential ≥ \(factor == 1.2 ? "1.2× " : "")AHC's req/s, p99 no worse",
                      "\(format(sk.rate)) vs \(format(ahc.rate)) req/s (\(ratio(sk.rate, ahc.rate))), p99 "
                         + "\(format(sk.p99 ?? 0, decimals: 2)) vs \(format(ahc.p99 ?? 0, decimals: 2)) ms",
                      sk.rate >= factor * ahc.rate && (sk.p99 ?? .infinity) <= (ahc.p99 ?? 0))
