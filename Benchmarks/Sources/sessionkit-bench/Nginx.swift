@@ -37,7 +37,7 @@ final class Nginx: @unchecked Sendable {
         chmod(directory.appendingPathComponent("tmp").path, 0o777)
         try makeCertificates(in: directory)
         let large = directory.appendingPathComponent("www/bytes/\(largeBody)")
-        FileManager.default.createFile(atPath: large.path, contents: nil)
+        guard FileManager.default.createFile(atPath: large.path, contents: nil) else { throw BenchError("cannot create \(large.path)") }
         let handle = try FileHandle(forWritingTo: large)
         let chunk = Data(repeating: UInt8(ascii: "d"), count: 1 << 20)
         for _ in 0..<(largeBody >> 20) { handle.write(chunk) }
