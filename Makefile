@@ -2,7 +2,11 @@
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
-BENCH_PACKAGES := valgrind binutils
+# The benchmark is a package of its own (Benchmarks/, with AsyncHTTPClient), built into a scratch directory of its own.
+BENCH_PACKAGES := valgrind binutils nginx openssl
+BENCH_BUILD := .build-bench
+BENCH_QUICK ?=
+SOAK_COUNT ?= 100000
 # The tests run the curl command line (cURL descriptions) and ip (reachability in a network namespace).
 TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
@@ -49,17 +53,20 @@ demo: setup
 	$(SWIFT) build --product sessionkit-demo
 	$(SWIFT) run --skip-build sessionkit-demo
 
-## bench: speed and memory against raw URLSession and raw libcurl, release build; instructions per GET by
-## valgrind's callgrind (installed when missing).
+## bench: speed and memory of SessionKit against raw libcurl, raw URLSession and AsyncHTTPClient, against a local
+## nginx (HTTP and HTTPS, installed when missing) and the in-process server, release build; instructions per GET by
+## valgrind's callgrind. BENCH_QUICK=1: one round and fewer requests (about 3 minutes). See Docs/Benchmark.md.
 bench: setup
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(BENCH_PACKAGES)"
-	$(SWIFT) build -c release --product sessionkit-bench
-	$(SWIFT) run -c release --skip-build sessionkit-bench
+	$(SWIFT) build -c release --package-path Benchmarks --scratch-path $(BENCH_BUILD) --product sessionkit-bench
+	BENCH_QUICK=$(BENCH_QUICK) $(BENCH_BUILD)/release/sessionkit-bench
 
-## soak: 100,000 sequential requests through SessionKit, printing RSS along the way (release build).
+## soak: SOAK_COUNT (100,000) sequential requests through SessionKit's closure API and then its async API (curl
+## transport, in-process server), printing RSS along the way (release build).
 soak: setup
-	$(SWIFT) build -c release --product sessionkit-bench
-	$(SWIFT) run -c release --skip-build sessionkit-bench soak 100000
+	$(SWIFT) build -c release --package-path Benchmarks --scratch-path $(BENCH_BUILD) --product sessionkit-bench
+	$(BENCH_BUILD)/release/sessionkit-bench soak $(SOAK_COUNT) sessionkit-curl
+	$(BENCH_BUILD)/release/sessionkit-bench soak $(SOAK_COUNT) sessionkit-curl-async
 
 ## fuzz: libFuzzer on every parser target for FUZZ_SECONDS each (default 60), from the committed seeds.
 fuzz: setup
@@ -117,4 +124,4 @@ format:
 	swift-format format --in-place --recursive --parallel Sources Tests Package.swift
 
 clean:
-	rm -rf .build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD)
+	rm -rf .build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD) $(BENCH_BUILD)

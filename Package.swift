@@ -6,8 +6,9 @@ import PackageDescription
 //
 // The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and swift-log.
 // It is the only product: a package that depends on it resolves swift-log and nothing else. SwiftNIO (the loopback
-// test server), the DocC plugin, the demo, the benchmark and the fuzzer stay in this package as targets without
-// products; SwiftPM still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`).
+// test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products; SwiftPM
+// still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
+// package of its own, `Benchmarks/`, so that AsyncHTTPClient (one of its clients) is never resolved by a consumer.
 // Dependencies are version ranges, so that a consumer can share them with its own.
 let package = Package(
     name: "SessionKit",
@@ -60,12 +61,6 @@ let package = Package(
             name: "sessionkit-demo",
             dependencies: ["SessionKit", "SessionKitTestSupport"],
             path: "Sources/sessionkit-demo",
-            swiftSettings: [.swiftLanguageMode(.v5)]
-        ),
-        .executableTarget(
-            name: "sessionkit-bench",
-            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl"],
-            path: "Sources/sessionkit-bench",
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(

@@ -1,5 +1,5 @@
 import Foundation
-import SessionKitTestSupport
+import BenchServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -22,8 +22,10 @@ final class RawDelegateSession: NSObject, URLSessionDataDelegate, URLSessionDown
     }
 
     /// Starts a GET whose body is dropped, or kept in memory and handed to `completion` when `keepsBody`.
-    func get(_ url: URL, keepsBody: Bool = false, completion: @escaping (Data, Error?) -> Void) {
-        let task = session.dataTask(with: url)
+    func get(_ url: URL, keepsBody: Bool = false, close: Bool = false, completion: @escaping (Data, Error?) -> Void) {
+        var request = URLRequest(url: url)
+        if close { request.setValue("close", forHTTPHeaderField: "Connection") }
+        let task = session.dataTask(with: request)
         let identifier = task.taskIdentifier
         if keepsBody { bodies.write { $0[identifier] = Data() } }
         completions.write {

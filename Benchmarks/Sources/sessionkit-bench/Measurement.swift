@@ -1,7 +1,7 @@
-import CCurl
+import CBenchCurl
 import Foundation
 import SessionKit
-import SessionKitTestSupport
+import BenchServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -15,17 +15,34 @@ enum Measurement {
     /// Children end themselves after this long, whatever happens.
     static let timeLimit: TimeInterval = 900
 
-    static func run(client: Client, scenario: Scenario, port: Int, count: Int) throws -> String {
+    /// Per-request latencies of the sequential scenarios, in milliseconds.
+    static let latencies = LockedBox<[Double]>([])
+    /// RSS (KiB) after the first 1,000 requests of a soak.
+    static let rssAfter1k = LockedBox<Double>(0)
+    /// The private CA (PEM) that HTTPS clients trust, from the parent (`BENCH_CA_FILE`).
+    static var caFile: String? { ProcessInfo.processInfo.environment["BENCH_CA_FILE"] }
+
+    /// Runs one measurement against `base` (`http://127.0.0.1:PORT` or `https://…`, or a bare port: the in-process
+    /// server over HTTP) and returns the result line: `result RATE PEAK_RSS_KIB [p99=MS] [rss1k=KIB rssEnd=KIB]`.
+    static func run(client: Client, scenario: Scenario, base: String, count: Int) throws -> String {
         DispatchQueue(label: "bench.watchdog").asyncAfter(deadline: .now() + timeLimit) {
             FileHandle.standardError.write(Data("time limit reached\n".utf8))
             exit(2)
         }
-        let url = URL(string: "http://127.0.0.1:\(port)\(scenario.path)") ?? URL(fileURLWithPath: "/")
+        let root = Int(base) != nil ? "http://127.0.0.1:\(base)" : base
+        let url = URL(string: root + scenario.path) ?? URL(fileURLWithPath: "/")
+        let https = url.scheme == "https"
+        if https, client.needsSystemTrust, ProcessInfo.processInfo.environment["BENCH_SYSTEM_TRUST_OK"] == nil {
+            // URLSession on Linux trusts the system store only (no CA option, no server-trust challenge).
+            return "result n/a"
+        }
         let started = Date()
         var bytes = 0
         switch (client, scenario) {
         case (.libcurl, .sequential), (.libcurl, .soak):
-            try Curl.sequential(url: url, count: count)
+            try Curl.sequential(url: url, count: count, scenario: scenario)
+        case (.libcurl, .handshake):
+            try Curl.sequential(url: url, count: count, scenario: scenario, newConnections: true)
         case (.libcurl, .concurrent64):
             try Curl.concurrent(url: url, count: count, inFlight: 64)
         case (.libcurl, .download100MiB):
@@ -35,10 +52,11 @@ enum Measurement {
         case (.libcurl, .upload10MiB):
             bytes = try Curl.upload(url: url, body: uploadBody, count: count)
 
-        case (.urlSession, .sequential), (.urlSession, .soak):
+        case (.urlSession, .sequential), (.urlSession, .soak), (.urlSession, .handshake):
             let session = URLSession(configuration: configuration)
+            let request = getRequest(url, scenario)
             for index in 0..<count {
-                try wait { done in session.dataTask(with: url) { _, _, error in done(error) }.resume() }
+                try timed { try wait { done in session.dataTask(with: request) { _, _, error in done(error) }.resume() } }
                 if scenario == .soak { reportRSS(index, count) }
             }
         case (.urlSession, .concurrent64):
@@ -71,10 +89,10 @@ enum Measurement {
                 bytes += uploadBody.count
             }
 
-        case (.urlSessionDelegate, .sequential), (.urlSessionDelegate, .soak):
+        case (.urlSessionDelegate, .sequential), (.urlSessionDelegate, .soak), (.urlSessionDelegate, .handshake):
             let raw = RawDelegateSession(configuration: configuration)
             for index in 0..<count {
-                try wait { done in raw.get(url) { _, error in done(error) } }
+                try timed { try wait { done in raw.get(url, close: scenario == .handshake) { _, error in done(error) } } }
                 if scenario == .soak { reportRSS(index, count) }
             }
         case (.urlSessionDelegate, .concurrent64):
@@ -100,22 +118,124 @@ enum Measurement {
 
         case (.libcurl, .stream), (.urlSession, .stream), (.urlSessionDelegate, .stream):
             throw BenchError("the stream scenario is SessionKit's only")
+        case (.ahc, _), (.ahc64, _):
+            bytes = try AHC.run(client: client == .ahc64, scenario: scenario, url: url, count: count,
+                                caFile: https ? caFile : nil, latencies: latencies)
         case (.sessionKit, _), (.sessionKitCurl, _):
-            let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation)
+            let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation, https: https)
             bytes = try runSessionKit(manager, scenario: scenario, url: url, count: count)
+        case (.sessionKitCurlAsync, _):
+            let manager = HTTPSessionManager(baseURL: URL(string: root), sessionConfiguration: configuration)
+            configure(manager, transport: .curl, https: https)
+            bytes = try runSessionKitAsync(manager, scenario: scenario, path: String(scenario.path.dropFirst()), count: count)
         }
         let elapsed = Date().timeIntervalSince(started)
         let rate = scenario.unit == "MB/s" ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
-        return String(format: "result %.3f %.0f", rate, peakRSSKiB())
+        var line = String(format: "result %.3f %.0f", rate, peakRSSKiB())
+        let sorted = latencies.wrappedValue.sorted()
+        if !sorted.isEmpty {
+            line += String(format: " p99=%.3f", sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)])
+        }
+        if scenario == .soak {
+            line += String(format: " rss1k=%.0f rssEnd=%.0f", rssAfter1k.wrappedValue, currentRSSKiB())
+        }
+        return line
+    }
+
+    /// Runs `body` and records its duration as one request's latency.
+    static func timed(_ body: () throws -> Void) throws {
+        let start = DispatchTime.now().uptimeNanoseconds
+        try body()
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+        latencies.write { $0.append(elapsed) }
+    }
+
+    /// A GET of `url`; for the handshake scenario with `Connection: close`, so that every request opens a new
+    /// connection (nginx closes it after the response; it keeps no TLS sessions, so every handshake is a full one).
+    static func getRequest(_ url: URL, _ scenario: Scenario) -> URLRequest {
+        var request = URLRequest(url: url)
+        if scenario == .handshake { request.setValue("close", forHTTPHeaderField: "Connection") }
+        return request
+    }
+
+    /// SessionKit's async API (`HTTPSessionManager.get`), from a detached Swift task; this measurement thread waits.
+    static func runSessionKitAsync(_ manager: HTTPSessionManager, scenario: Scenario, path: String, count: Int) throws -> Int {
+        let headers = scenario == .handshake ? ["Connection": "close"] : nil
+        switch scenario {
+        case .sequential, .soak, .handshake:
+            try wait { done in
+                Task.detached {
+                    do {
+                        for index in 0..<count {
+                            let start = DispatchTime.now().uptimeNanoseconds
+                            _ = try await manager.get(path, headers: headers)
+                            let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6
+                            latencies.write { $0.append(elapsed) }
+                            if scenario == .soak { reportRSS(index, count) }
+                        }
+                        done(nil)
+                    } catch {
+                        done(error)
+                    }
+                }
+            }
+            return 0
+        case .concurrent64:
+            let next = LockedBox(0)
+            try wait { done in
+                Task.detached {
+                    do {
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for _ in 0..<min(64, count) {
+                                group.addTask {
+                                    while next.write({ n -> Bool in n += 1; return n <= count }) {
+                                        _ = try await manager.get(path)
+                                    }
+                                }
+                            }
+                            try await group.waitForAll()
+                        }
+                        done(nil)
+                    } catch {
+                        done(error)
+                    }
+                }
+            }
+            return 0
+        case .memory100MiB:
+            let received = LockedBox(0)
+            try wait { done in
+                Task.detached {
+                    do {
+                        let result = try await manager.get(path)
+                        received.write { $0 = result.data.count }
+                        done(nil)
+                    } catch {
+                        done(error)
+                    }
+                }
+            }
+            return received.wrappedValue
+        case .upload10MiB:
+            // The async API takes parameters, not a body: the closure API's upload path stands in.
+            return try runSessionKit(manager, scenario: scenario, url: URL(string: path, relativeTo: manager.baseURL)!.absoluteURL,
+                                     count: count)
+        case .download100MiB, .stream:
+            return try runSessionKit(manager, scenario: scenario, url: URL(string: path, relativeTo: manager.baseURL)!.absoluteURL,
+                                     count: count)
+        }
     }
 
     /// The SessionKit side of every scenario; returns the bytes moved.
     static func runSessionKit(_ manager: URLSessionManager, scenario: Scenario, url: URL, count: Int) throws -> Int {
         switch scenario {
-        case .sequential, .soak:
+        case .sequential, .soak, .handshake:
+            let request = getRequest(url, scenario)
             for index in 0..<count {
-                try wait { done in
-                    manager.resume(manager.dataTask(with: URLRequest(url: url), completionHandler: { _, _, error in done(error) }))
+                try timed {
+                    try wait { done in
+                        manager.resume(manager.dataTask(with: request, completionHandler: { _, _, error in done(error) }))
+                    }
                 }
                 if scenario == .soak { reportRSS(index, count) }
             }
@@ -189,6 +309,7 @@ enum Measurement {
 
     /// Prints the RSS every tenth of a soak.
     static func reportRSS(_ index: Int, _ count: Int) {
+        if index == 999 { rssAfter1k.write { $0 = currentRSSKiB() } }
         let step = max(1, count / 10)
         guard (index + 1) % step == 0 else { return }
         print(String(format: "%8d requests: RSS %.1f MiB", index + 1, currentRSSKiB() / 1024))
@@ -202,11 +323,24 @@ enum Measurement {
         return configuration
     }
 
-    static func makeManager(transport: Transport = .foundation) -> URLSessionManager {
+    static func makeManager(transport: Transport = .foundation, https: Bool = false) -> URLSessionManager {
         let manager = URLSessionManager(sessionConfiguration: configuration)
+        configure(manager, transport: transport, https: https)
+        return manager
+    }
+
+    /// The transport, a serializer that keeps the body as `Data`, and over HTTPS (curl transport) AFNetworking's rule
+    /// for a private CA: certificate pinning of the CA, `allowInvalidCertificates` (the CA is not in the system
+    /// store) and `validatesDomainName`.
+    static func configure(_ manager: URLSessionManager, transport: Transport, https: Bool) {
         manager.transport = transport
         manager.responseSerializer = HTTPResponseSerializer()
-        return manager
+        if https, let caFile, let der = try? TestCertificates.derCertificate(at: URL(fileURLWithPath: caFile)) {
+            let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [der])
+            policy.allowInvalidCertificates = true
+            policy.validatesDomainName = true
+            manager.securityPolicy = policy
+        }
     }
 
     /// The 10 MiB body of the upload scenario.
@@ -266,8 +400,8 @@ enum Measurement {
 
 /// Raw libcurl, as a C program would use it: the upper bound of what any client here can do.
 enum Curl {
-    private static let discard: sk_curl_data_callback = { _, size, count, _ in size * count }
-    private static let toFile: sk_curl_data_callback = { buffer, size, count, file in
+    private static let discard: bench_curl_data_callback = { _, size, count, _ in size * count }
+    private static let toFile: bench_curl_data_callback = { buffer, size, count, file in
         guard let buffer, let file else { return 0 }
         return fwrite(buffer, size, count, file.assumingMemoryBound(to: FILE.self))
     }
@@ -276,23 +410,36 @@ enum Curl {
         guard code == CURLE_OK else { throw BenchError("libcurl: \(String(cString: curl_easy_strerror(code)))") }
     }
 
+    /// An easy handle for `url`; over HTTPS it trusts the private CA (`CURLOPT_CAINFO`) and keeps no TLS session, so
+    /// that a new connection is a full handshake.
     static func makeHandle(_ url: URL) throws -> UnsafeMutableRawPointer {
         guard let handle = curl_easy_init() else { throw BenchError("curl_easy_init failed") }
-        try check(sk_curl_easy_setopt_string(handle, CURLOPT_URL, url.absoluteString))
-        try check(sk_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, discard))
+        try check(bench_curl_easy_setopt_string(handle, CURLOPT_URL, url.absoluteString))
+        try check(bench_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, discard))
+        if url.scheme == "https", let caFile = Measurement.caFile {
+            try check(bench_curl_easy_setopt_string(handle, CURLOPT_CAINFO, caFile))
+            try check(bench_curl_easy_setopt_long(handle, CURLOPT_SSL_SESSIONID_CACHE, 0))
+        }
         return handle
     }
 
-    static func sequential(url: URL, count: Int) throws {
+    /// `count` GETs on one handle; with `newConnections`, each with `Connection: close`.
+    static func sequential(url: URL, count: Int, scenario: Scenario, newConnections: Bool = false) throws {
         let handle = try makeHandle(url)
         defer { curl_easy_cleanup(handle) }
-        for _ in 0..<count { try check(curl_easy_perform(handle)) }
+        let headers: UnsafeMutablePointer<curl_slist>? = newConnections ? curl_slist_append(nil, "Connection: close") : nil
+        defer { curl_slist_free_all(headers) }
+        if headers != nil { try check(bench_curl_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headers)) }
+        for index in 0..<count {
+            try Measurement.timed { try check(curl_easy_perform(handle)) }
+            if scenario == .soak { Measurement.reportRSS(index, count) }
+        }
     }
 
     static func concurrent(url: URL, count: Int, inFlight: Int) throws {
         guard let multi = curl_multi_init() else { throw BenchError("curl_multi_init failed") }
         defer { curl_multi_cleanup(multi) }
-        _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, inFlight)
+        _ = bench_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, inFlight)
         var handles: [UnsafeMutableRawPointer] = []
         defer { handles.forEach { curl_multi_remove_handle(multi, $0); curl_easy_cleanup($0) } }
         var started = 0
@@ -326,7 +473,7 @@ enum Curl {
         var data = Data()
     }
 
-    private static let toSink: sk_curl_data_callback = { buffer, size, count, sink in
+    private static let toSink: bench_curl_data_callback = { buffer, size, count, sink in
         guard let buffer, let sink else { return 0 }
         Unmanaged<Sink>.fromOpaque(sink).takeUnretainedValue().data.append(UnsafeRawPointer(buffer).assumingMemoryBound(to: UInt8.self),
                                                                           count: size * count)
@@ -337,8 +484,8 @@ enum Curl {
         let handle = try makeHandle(url)
         defer { curl_easy_cleanup(handle) }
         let sink = Sink()
-        try check(sk_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, toSink))
-        try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()))
+        try check(bench_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, toSink))
+        try check(bench_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque()))
         try check(curl_easy_perform(handle))
         return sink.data.count
     }
@@ -350,10 +497,10 @@ enum Curl {
         var headers: UnsafeMutablePointer<curl_slist>? = curl_slist_append(nil, "Content-Type: application/octet-stream")
         headers = curl_slist_append(headers, "Expect:")
         defer { curl_slist_free_all(headers) }
-        try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headers))
+        try check(bench_curl_easy_setopt_pointer(handle, CURLOPT_HTTPHEADER, headers))
         try body.withUnsafeBytes { bytes in
-            try check(sk_curl_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
-            try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, bytes.baseAddress))
+            try check(bench_curl_easy_setopt_off_t(handle, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(bytes.count)))
+            try check(bench_curl_easy_setopt_pointer(handle, CURLOPT_POSTFIELDS, bytes.baseAddress))
             for _ in 0..<count { try check(curl_easy_perform(handle)) }
         }
         return body.count * count
@@ -364,8 +511,8 @@ enum Curl {
         defer { try? FileManager.default.removeItem(at: destination) }
         let handle = try makeHandle(url)
         defer { curl_easy_cleanup(handle) }
-        try check(sk_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, toFile))
-        try check(sk_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, file))
+        try check(bench_curl_easy_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, toFile))
+        try check(bench_curl_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, file))
         let code = curl_easy_perform(handle)
         fclose(file)
         try check(code)

@@ -1,0 +1,56 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+// The benchmark of SessionKit (`make bench`, `make soak`): a package of its own, so that a consumer of SessionKit never
+// resolves AsyncHTTPClient, SwiftNIO or anything else the benchmark compares against (shared decision 10).
+//
+// - SessionKit comes from the enclosing package by path, through its only product.
+// - The in-process loopback server is the root package's `SessionKitTestSupport` sources, reached through a directory
+//   symlink (`Sources/BenchServer` → `../../Sources/SessionKitTestSupport`) and compiled here as a module of this
+//   package, named `BenchServer` so that it never clashes with the root package's own target; nothing is exported.
+// - Raw libcurl goes through `CBenchCurl`, the benchmark's own module map and typed setopt wrappers, since SessionKit
+//   imports its `CCurl` internally.
+let package = Package(
+    name: "SessionKitBenchmarks",
+    dependencies: [
+        .package(name: "SessionKit", path: ".."),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+    ],
+    targets: [
+        .systemLibrary(
+            name: "CBenchCurl",
+            path: "Sources/CBenchCurl"
+        ),
+        .target(
+            name: "BenchServer",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+            ],
+            path: "Sources/BenchServer",
+            resources: [.copy("Certificates")],
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .executableTarget(
+            name: "sessionkit-bench",
+            dependencies: [
+                .product(name: "SessionKit", package: "SessionKit"),
+                "BenchServer",
+                "CBenchCurl",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
+            path: "Sources/sessionkit-bench",
+            swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+    ]
+)
