@@ -35,20 +35,22 @@ enum ChainVerifier {
         }
         defer { certificates.forEach { X509_free($0) } }
 
-        guard let store = X509_STORE_new() else { return failure }
-        defer { X509_STORE_free(store) }
+        let store: OpaquePointer
         if let anchors {
+            guard let anchorStore = X509_STORE_new() else { return failure }
             for anchor in anchors {
                 guard let x509 = parse(anchor) else { continue }
-                X509_STORE_add_cert(store, x509)
+                X509_STORE_add_cert(anchorStore, x509)
                 X509_free(x509)
             }
             // A pinned intermediate or leaf is a trust anchor of its own.
-            X509_STORE_set_flags(store, UInt(X509_V_FLAG_PARTIAL_CHAIN))
+            X509_STORE_set_flags(anchorStore, UInt(X509_V_FLAG_PARTIAL_CHAIN))
+            store = anchorStore
         } else {
-            X509_STORE_set_default_paths(store)
+            guard let shared = SystemTrustStore.shared.store, X509_STORE_up_ref(shared) == 1 else { return failure }
+            store = shared
         }
-        if !checksTime { X509_STORE_set_flags(store, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
+        defer { X509_STORE_free(store) }
 
         guard let untrusted = sk_x509_stack_new() else { return failure }
         defer { sk_x509_stack_free(untrusted) }
@@ -58,6 +60,10 @@ enum ChainVerifier {
         defer { X509_STORE_CTX_free(context) }
         guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return failure }
         X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER)
+        // On the context, not the store: the system store is shared by every verification.
+        if !checksTime, let parameters = X509_STORE_CTX_get0_param(context) {
+            X509_VERIFY_PARAM_set_flags(parameters, UInt(X509_V_FLAG_NO_CHECK_TIME))
+        }
         // A set time takes precedence over X509_V_FLAG_NO_CHECK_TIME in OpenSSL: set it only when dates count.
         if checksTime { X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970)) }
         if let domain, let parameters = X509_STORE_CTX_get0_param(context) {
@@ -84,6 +90,22 @@ enum ChainVerifier {
         }
         ERR_clear_error()
         return Outcome(isTrusted: verified, code: verified ? 0 : code, builtChain: built)
+    }
+
+    /// The system's trust store (OpenSSL's default paths: Debian's bundle of about 140 certificates), loaded once.
+    /// Loading it cost more than the rest of a TLS handshake, and it was loaded for every handshake; OpenSSL locks a
+    /// store internally, so verifications on any thread share it read-only.
+    private final class SystemTrustStore: @unchecked Sendable {
+        // @unchecked Sendable: `store` is set once in `init` and never changed; OpenSSL guards its own lookups.
+        static let shared = SystemTrustStore()
+        let store: OpaquePointer?
+
+        private init() {
+            let store = X509_STORE_new()
+            if let store { X509_STORE_set_default_paths(store) }
+            ERR_clear_error()
+            self.store = store
+        }
     }
 
     /// An OpenSSL certificate from DER, owned by the caller; nil for bad bytes.
