@@ -28,8 +28,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     // @unchecked Sendable: mutable state lives in `Protected` boxes (`sessionState`, `settings`, `overrides`)
     // and in the thread-safe `TaskRegistry`.
 
-    /// The queue URLSession delivers delegate callbacks on: serial, one per manager.
+    /// The queue URLSession delivers delegate callbacks on: serial, one per manager. Its `underlyingQueue` is the
+    /// manager's own serial dispatch queue, where the curl transport's tasks deliver the same callbacks.
     public let operationQueue: OperationQueue
+    /// The serial queue under ``operationQueue``.
+    private let delegateDispatchQueue = DispatchQueue(label: "com.sessionkit.manager.delegate")
 
     /// The configuration each session of this manager is built from (a copy is used).
     public let sessionConfiguration: URLSessionConfiguration
@@ -79,6 +82,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.manager.delegate"
+        // The curl transport's tasks deliver straight onto this queue, in order with URLSession's operations.
+        queue.underlyingQueue = delegateDispatchQueue
         self.operationQueue = queue
         super.init()
         _ = session
@@ -638,7 +643,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             return CurlTaskDriver(
                 taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
                 environment: .init(policy: policy, settings: curlSettings, sink: sink, session: session,
-                                   delegateQueue: operationQueue))
+                                   delegateQueue: delegateDispatchQueue))
         }
         switch source {
         case .data(let request):
