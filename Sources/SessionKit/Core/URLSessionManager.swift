@@ -60,10 +60,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     private let sessionState = Protected(SessionState())
-    /// What the curl transport takes from `sessionConfiguration`, read once.
-    let curlSettings: CurlSessionSettings
-    /// The last identifier given to a curl-transport task of this manager.
-    private let curlTaskIdentifiers = Protected(0)
+    /// The implementation of each ``Transport`` for this manager.
+    private let taskTransports: TaskTransports
     private let settings = Protected(Settings())
     private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
     private let privateCompletionGroup = DispatchGroup()
@@ -76,7 +74,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Parameter sessionConfiguration: The session's configuration; nil means `.default`.
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
-        self.curlSettings = CurlSessionSettings(self.sessionConfiguration)
+        self.taskTransports = TaskTransports(
+            curl: CurlTaskTransport(settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
+            foundation: FoundationTaskTransport())
         self.resourceDeadlines = ResourceDeadlines(
             limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
         let queue = OperationQueue()
@@ -374,7 +374,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         destination: ((URL, URLResponse) -> URL)? = nil,
         completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        guard transport == .curl else {
+        guard taskTransports[transport].resumesDownloads else {
             let error = SessionKitError.session(
                 .resumeDataUnavailable,
                 "Downloads cannot be resumed on the foundation transport: URLSession on Linux keeps no resume data.")
@@ -493,17 +493,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     // MARK: - Task creation
 
-    /// What a task is made of.
-    enum TaskSource {
-        case data(URLRequest)
-        case uploadData(URLRequest, Data)
-        case uploadFile(URLRequest, URL)
-        case uploadStream(URLRequest)
-        case download(URLRequest)
-        /// A task that must fail with this error as soon as it is resumed.
-        case refused(NSError, download: Bool)
-    }
-
     /// Creates the task for `source`, registers its per-task delegate and returns it, not resumed.
     func makeTask(
         _ source: TaskSource,
@@ -519,35 +508,25 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var source = source
         let uploadLength = Self.uploadLength(of: source)
         let (transport, policy) = settings.read { ($0.transport, $0.securityPolicy) }
-        if let refusal = Self.transportRefusal(for: source, transport: transport, policy: policy) {
-            source = .refused(refusal, download: { if case .download = source { return true } else { return false } }())
+        let taskTransport = taskTransports[transport]
+        if let request = source.request, let refusal = taskTransport.refusal(for: request, policy: policy) {
+            source = .refused(refusal, download: source.isDownload)
         }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
             source = .refused(
                 SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
                 download: false)
         }
-        if transport == .foundation, case .uploadStream(var request) = source,
-           request.value(forHTTPHeaderField: "Content-Length") != nil {
-            // URLSession on Linux sends every stream body chunked; with a Content-Length header as well, strict
-            // servers answer 400. The length still sizes the upload progress.
-            request.setValue(nil, forHTTPHeaderField: "Content-Length")
-            source = .uploadStream(request)
-        }
         // Created under the session lock: URLSession stops the process when a task is created in a session that
         // another thread has just invalidated.
-        let created: URLSessionTask? = sessionState.write { state in
+        let made: TransportTask? = sessionState.write { state in
             if state.refusesTasks { return nil }
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            switch transport {
-            case .foundation:
-                return Self.task(for: source, in: session)
-            case .curl:
-                return makeCurlTask(for: source, uploadLength: uploadLength, policy: policy, session: session)
-            }
+            return taskTransport.makeTask(for: source, uploadLength: uploadLength, policy: policy, session: session)
         }
+        let created = made?.task
         let task: URLSessionTask
         let forcedError: NSError?
         let registry: TaskRegistry
@@ -568,10 +547,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             registry = refusal.registry
         }
 
-        let driver = (task as? CurlTask)?.driver
-        let flowControl = driver?.flowControl
-        // A curl download is written to a file by its per-task delegate (URLSession's download machinery is not there).
-        let streamsBodyToFile = driver != nil && task is URLSessionDownloadTask
+        let flowControl = made?.flowControl
+        let streamsBodyToFile = made?.writesBodyToFile ?? false
         let settings = self.settings.wrappedValue
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
@@ -599,70 +576,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
-        driver?.progress = task is URLSessionUploadTask ? delegate.uploadProgress : delegate.downloadProgress
+        made?.adoptProgress(delegate.uploadProgress, delegate.downloadProgress)
         registry.add(delegate)
-        // The curl transport keeps the resource timeout itself; URLSession on Linux does not.
-        if driver == nil && registry === self.registry { resourceDeadlines?.watch(task) }
+        if made != nil && taskTransport.needsResourceDeadlines { resourceDeadlines?.watch(task) }
         return task
-    }
-
-    /// Why `source` cannot run on `transport` under `policy`, if it cannot.
-    private static func transportRefusal(for source: TaskSource, transport: Transport, policy: SecurityPolicy) -> NSError? {
-        let request: URLRequest?
-        switch source {
-        case .data(let r), .uploadData(let r, _), .uploadFile(let r, _), .uploadStream(let r), .download(let r): request = r
-        case .refused: return nil
-        }
-        let pins = policy.pinningMode != .none
-        if pins, request?.url?.scheme?.lowercased() == "http" {
-            return SessionKitError.session(.policyNotEnforceable, "A pinning security policy needs https; \(request?.url?.absoluteString ?? "the URL") is plain http.")
-        }
-        switch transport {
-        case .foundation:
-            if pins || policy.allowInvalidCertificates || !policy.validatesDomainName {
-                return SessionKitError.session(
-                    .policyNotEnforceable,
-                    "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl.")
-            }
-        case .curl:
-            break
-        }
-        return nil
-    }
-
-    /// A task of the curl transport for `source`: SessionKit's own `URLSessionTask` subclass, run by a
-    /// ``CurlTaskDriver`` that reports to the session's delegate hub.
-    private func makeCurlTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy,
-                              session: URLSession) -> URLSessionTask? {
-        guard let sink = session.delegate as? TaskEventSink else { return nil }
-        func driver(_ request: URLRequest) -> CurlTaskDriver {
-            let identifier = curlTaskIdentifiers.write { identifier -> Int in
-                identifier += 1
-                return identifier
-            }
-            return CurlTaskDriver(
-                taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
-                environment: .init(policy: policy, settings: curlSettings, sink: sink, session: session,
-                                   delegateQueue: delegateDispatchQueue))
-        }
-        switch source {
-        case .data(let request):
-            return CurlDataTask(driver: driver(request))
-        case .uploadData(var request, let data):
-            request.httpBody = data
-            return CurlUploadTask(driver: driver(request))
-        case .uploadFile(var request, let fileURL):
-            // libcurl reads the file as a stream, with an exact Content-Length.
-            request.httpBodyStream = InputStream(url: fileURL)
-            if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
-            return CurlUploadTask(driver: driver(request))
-        case .uploadStream(let request):
-            return CurlUploadTask(driver: driver(request))
-        case .download(let request):
-            return CurlDownloadTask(driver: driver(request))
-        case .refused:
-            return nil
-        }
     }
 
     /// Builds a session over a new delegate hub.
@@ -670,23 +587,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let hub = SessionDelegateHub(registry: registry, overrides: overrides)
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
         return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
-    }
-
-    private static func task(for source: TaskSource, in session: URLSession) -> URLSessionTask {
-        switch source {
-        case .data(let request):
-            return session.dataTask(with: request)
-        case .uploadData(let request, let data):
-            return session.uploadTask(with: request, from: data)
-        case .uploadFile(let request, let fileURL):
-            return session.uploadTask(with: request, fromFile: fileURL)
-        case .uploadStream(let request):
-            return session.uploadTask(withStreamedRequest: request)
-        case .download(let request):
-            return session.downloadTask(with: request)
-        case .refused(_, let download):
-            return download ? RefusalSession.shared.downloadTask() : RefusalSession.shared.dataTask()
-        }
     }
 
     private static func bodyStream(of source: TaskSource) -> InputStream? {

@@ -1,0 +1,66 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// SessionKit's own tasks over libcurl (``CurlDataTask``, ``CurlUploadTask``, ``CurlDownloadTask``, run by a
+/// ``CurlTaskDriver``): the policy in the handshake, resumable downloads, the configuration's timeouts kept by the
+/// transfer.
+final class CurlTaskTransport: TaskTransport, @unchecked Sendable {
+    // @unchecked Sendable: `identifiers` is a `Protected` box; the rest is immutable after `init`.
+
+    private let settings: CurlSessionSettings
+    private let delegateQueue: DispatchQueue
+    /// The last identifier given to a task of this manager.
+    private let identifiers = Protected(0)
+
+    /// A transport for one manager: its configuration, read once, and the serial queue under its delegate queue.
+    init(settings: CurlSessionSettings, delegateQueue: DispatchQueue) {
+        self.settings = settings
+        self.delegateQueue = delegateQueue
+    }
+
+    func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
+        Transport.pinningRefusal(for: request, policy: policy)
+    }
+
+    var resumesDownloads: Bool { true }
+
+    var needsResourceDeadlines: Bool { false }
+
+    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, session: URLSession)
+        -> TransportTask?
+    {
+        guard let sink = session.delegate as? TaskEventSink, var request = source.request else { return nil }
+        switch source {
+        case .uploadData(_, let data):
+            request.httpBody = data
+        case .uploadFile(_, let fileURL):
+            // libcurl reads the file as a stream, with an exact Content-Length.
+            request.httpBodyStream = InputStream(url: fileURL)
+            if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+        default:
+            break
+        }
+        let identifier = identifiers.write { identifier -> Int in
+            identifier += 1
+            return identifier
+        }
+        let driver = CurlTaskDriver(
+            taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
+            environment: .init(policy: policy, settings: settings, sink: sink, session: session,
+                               delegateQueue: delegateQueue))
+        let task: URLSessionTask
+        switch source {
+        case .data: task = CurlDataTask(driver: driver)
+        case .uploadData, .uploadFile, .uploadStream: task = CurlUploadTask(driver: driver)
+        case .download: task = CurlDownloadTask(driver: driver)
+        case .refused: return nil
+        }
+        let isUpload = task is URLSessionUploadTask
+        return TransportTask(
+            task: task, flowControl: driver.flowControl, writesBodyToFile: source.isDownload,
+            adoptProgress: { upload, download in driver.progress = isUpload ? upload : download })
+    }
+}

@@ -1,0 +1,32 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// An upload task of the curl transport (its body: the request's `Data`, a file or a stream).
+final class CurlUploadTask: URLSessionUploadTask, CurlTask, @unchecked Sendable {
+    // @unchecked Sendable: all state lives in the driver, behind its lock.
+    let driver: CurlTaskDriver
+
+    init(driver: CurlTaskDriver) {
+        self.driver = driver
+        super.init()
+        driver.task = self
+    }
+
+    override var taskIdentifier: Int { driver.taskIdentifier }
+    override var originalRequest: URLRequest? { driver.originalRequest }
+    override var currentRequest: URLRequest? { driver.currentRequest }
+    override var response: URLResponse? { driver.response }
+    override var state: URLSessionTask.State { driver.state }
+    override var error: Error? { driver.error }
+    override var countOfBytesReceived: Int64 { driver.countOfBytesReceived }
+    override var countOfBytesSent: Int64 { driver.countOfBytesSent }
+    override var countOfBytesExpectedToSend: Int64 { driver.countOfBytesExpectedToSend }
+    override var countOfBytesExpectedToReceive: Int64 { driver.countOfBytesExpectedToReceive }
+    override var progress: Progress { driver.progress ?? super.progress }
+    override func resume() { driver.resume() }
+    override func suspend() { driver.suspend() }
+    override func cancel() { driver.cancel() }
+}

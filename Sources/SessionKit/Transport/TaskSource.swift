@@ -1,0 +1,35 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What a task is made of: its request and where its body comes from, or the reason it must fail.
+enum TaskSource {
+    case data(URLRequest)
+    case uploadData(URLRequest, Data)
+    case uploadFile(URLRequest, URL)
+    case uploadStream(URLRequest)
+    case download(URLRequest)
+    /// A task that must fail with this error as soon as it is resumed.
+    case refused(NSError, download: Bool)
+
+    /// The request, unless the source is a refusal.
+    var request: URLRequest? {
+        switch self {
+        case .data(let request), .uploadData(let request, _), .uploadFile(let request, _), .uploadStream(let request),
+             .download(let request):
+            return request
+        case .refused:
+            return nil
+        }
+    }
+
+    /// Whether the task is a download.
+    var isDownload: Bool {
+        switch self {
+        case .download, .refused(_, download: true): return true
+        default: return false
+        }
+    }
+}
