@@ -7,7 +7,7 @@ import FoundationNetworking
 /// A task of the curl transport: a `URLSessionTask` subclass that SessionKit runs itself, through its
 /// ``CurlTaskDriver``, with no URLSession work queue or `URLProtocol` in between.
 ///
-/// The three classes below differ only in the Foundation class they extend (so that `is URLSessionDownloadTask` and
+/// Its three classes (`CurlDataTask`, `CurlUploadTask`, `CurlDownloadTask`) differ only in the Foundation class they extend (so that `is URLSessionDownloadTask` and
 /// the manager's `dataTasks`/`uploadTasks`/`downloadTasks` lists stay true); each forwards every member URLSession's
 /// callers read to its driver. The state, the counters, the response, the current request and the error are true at
 /// every moment and from any thread; `resume()`, `suspend()` and `cancel()` work on the task itself (a loading task
