@@ -64,11 +64,13 @@ public final class LoopbackServer: @unchecked Sendable {
     ///     its own.
     ///   - recordsRequests: Keep every request in ``requests``; turn off for long load runs.
     ///   - threads: Event-loop threads.
+    ///   - maximumTLSVersion: With `tls`, the newest TLS version the server speaks (to test a client's floor).
     public static func start(
         tls: TestCertificates.Identity? = nil,
         http2: Bool = false,
         recordsRequests: Bool = true,
-        threads: Int = 1
+        threads: Int = 1,
+        maximumTLSVersion: TLSVersion? = nil
     ) async throws -> LoopbackServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox<[RecordedRequest]>([])
@@ -76,6 +78,10 @@ public final class LoopbackServer: @unchecked Sendable {
         let sslContext = try tls.map { identity in
             var configuration = try identity.serverConfiguration()
             if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
+            if let maximumTLSVersion {
+                configuration.minimumTLSVersion = .tlsv1
+                configuration.maximumTLSVersion = maximumTLSVersion
+            }
             return try NIOSSLContext(configuration: configuration)
         }
         let isTLS = sslContext != nil

@@ -339,6 +339,12 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     private func buildRequest(method: String, urlString: String, parameters: Any?, headers: [String: String]?) throws
         -> URLRequest
     {
+        // URLRequest on Linux drops a value with CR, LF or NUL without a word: check before it sees them.
+        if let error = HTTPFieldValidation.error(forMethod: method)
+            ?? HTTPFieldValidation.error(forFields: requestSerializer.httpRequestHeaders)
+            ?? HTTPFieldValidation.error(forFields: headers ?? [:]) {
+            throw error
+        }
         var request = try requestSerializer.request(
             withMethod: method, urlString: try absoluteURLString(urlString), parameters: parameters)
         Self.apply(headers, to: &request)

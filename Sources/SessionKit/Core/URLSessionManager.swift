@@ -53,6 +53,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var responseSerializer: URLResponseSerialization = JSONResponseSerializer()
         var securityPolicy: SecurityPolicy = .default
         var transport: Transport = .curl
+        var tlsVersions = TLSVersionRange()
         var completionQueue: DispatchQueue?
         var completionGroup: DispatchGroup?
         var interceptor: (any RequestInterceptor)?
@@ -269,6 +270,21 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     open var securityPolicy: SecurityPolicy {
         get { settings.read { $0.securityPolicy } }
         set { settings.write { $0.securityPolicy = newValue } }
+    }
+
+    /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
+    ///
+    /// `URLSessionConfiguration` on Linux has no `tlsMinimumSupportedProtocolVersion`, so the manager carries it. The
+    /// Foundation transport cannot choose and uses libcurl's and OpenSSL's defaults.
+    public var tlsMinimumSupportedProtocolVersion: tls_protocol_version_t {
+        get { settings.read { $0.tlsVersions.minimum } }
+        set { settings.write { $0.tlsVersions.minimum = newValue } }
+    }
+
+    /// The newest TLS version the curl transport offers; nil (the default) for the newest libcurl and OpenSSL know.
+    public var tlsMaximumSupportedProtocolVersion: tls_protocol_version_t? {
+        get { settings.read { $0.tlsVersions.maximum } }
+        set { settings.write { $0.tlsVersions.maximum = newValue } }
     }
 
     /// The queue completion handlers run on; nil means the manager's private serial queue.
@@ -507,9 +523,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
-        let (transport, policy) = settings.read { ($0.transport, $0.securityPolicy) }
+        let (transport, policy, tlsVersions) = settings.read { ($0.transport, $0.securityPolicy, $0.tlsVersions) }
         let taskTransport = taskTransports[transport]
-        if let request = source.request, let refusal = taskTransport.refusal(for: request, policy: policy) {
+        if let request = source.request,
+           let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
+               ?? taskTransport.refusal(for: request, policy: policy) {
             source = .refused(refusal, download: source.isDownload)
         }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
@@ -524,7 +542,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            return taskTransport.makeTask(for: source, uploadLength: uploadLength, policy: policy, session: session)
+            return taskTransport.makeTask(for: source, uploadLength: uploadLength, policy: policy,
+                                          tlsVersions: tlsVersions, session: session)
         }
         let created = made?.task
         let task: URLSessionTask
@@ -608,6 +627,15 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         case .download, .refused:
             return nil
         }
+    }
+
+    /// The error for the configuration's `httpAdditionalHeaders`, when one of them cannot go on the wire.
+    private var additionalHeadersError: NSError? {
+        var fields: [String: String] = [:]
+        for (name, value) in sessionConfiguration.httpAdditionalHeaders ?? [:] {
+            fields[String(describing: name.base)] = String(describing: value)
+        }
+        return fields.isEmpty ? nil : HTTPFieldValidation.error(forFields: fields)
     }
 
     /// Adapts a public `(response, object, error)` handler.

@@ -42,6 +42,9 @@ public enum SessionKitError {
         case missingCredential = 5
         /// An ``AuthenticationInterceptor`` refreshed its credential too often within its refresh window.
         case excessiveRefresh = 6
+        /// A request's method is not a token, or a header's name is not a token or its value holds CR, LF or NUL
+        /// (RFC 9110): the request was not sent.
+        case invalidRequestField = 7
     }
 
     /// Builds an error of ``sessionDomain``.

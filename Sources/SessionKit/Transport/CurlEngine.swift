@@ -30,14 +30,18 @@ final class CurlEngine: @unchecked Sendable {
 
     private struct Key: Hashable {
         let policy: String
+        let tlsVersions: TLSVersionRange
         let maximumConnectionsPerHost: Int
     }
 
     private static let engines = Protected<[Key: CurlEngine]>([:])
 
-    /// The engine of `policy` with this many connections per host at most (0: no limit), created on first use.
-    static func engine(for policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> CurlEngine? {
-        let key = Key(policy: policy.configurationKey, maximumConnectionsPerHost: maximumConnectionsPerHost)
+    /// The engine of `policy` and `tlsVersions` with this many connections per host at most (0: no limit), created
+    /// on first use. A connection negotiated under one TLS range is never reused under another.
+    static func engine(for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+                       maximumConnectionsPerHost: Int) -> CurlEngine? {
+        let key = Key(policy: policy.configurationKey, tlsVersions: tlsVersions,
+                      maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.write { engines in
             if let engine = engines[key] { return engine }
             guard let engine = CurlEngine(key: key) else { return nil }
@@ -47,8 +51,10 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// Whether the engine of `policy` is running now.
-    static func isRunning(for policy: SecurityPolicy, maximumConnectionsPerHost: Int) -> Bool {
-        let key = Key(policy: policy.configurationKey, maximumConnectionsPerHost: maximumConnectionsPerHost)
+    static func isRunning(for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+                          maximumConnectionsPerHost: Int) -> Bool {
+        let key = Key(policy: policy.configurationKey, tlsVersions: tlsVersions,
+                      maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.read { $0[key] != nil }
     }
 

@@ -19,6 +19,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// What a task needs from its manager.
     struct Environment: Sendable {
         let policy: SecurityPolicy
+        /// The TLS versions the task's connections may negotiate.
+        let tlsVersions: TLSVersionRange
         let settings: CurlSessionSettings
         let sink: TaskEventSink
         /// The session the manager's closures receive.
@@ -209,7 +211,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             timings: { [self] timings in enqueue(.timings(timings)) },
             flush: { [self] in scheduleDrain() })
         let idleTimeout = min(request.timeoutInterval, settings.idleTimeout)
-        guard let transfer = CurlTransfer(request: request, policy: environment.policy, idleTimeout: idleTimeout,
+        guard let transfer = CurlTransfer(request: request, policy: environment.policy,
+                                          tlsVersions: environment.tlsVersions, idleTimeout: idleTimeout,
                                           totalTimeout: remaining, proxy: proxy(for: request.url),
                                           credentials: credentials, flowControl: flowControl, events: events),
               attach(transfer)
@@ -222,7 +225,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     private func attach(_ transfer: CurlTransfer) -> Bool {
         for _ in 0..<3 {
             guard let engine = CurlEngine.engine(
-                for: environment.policy, maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
+                for: environment.policy, tlsVersions: environment.tlsVersions,
+                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.lifecycle.isTerminal else { return false }

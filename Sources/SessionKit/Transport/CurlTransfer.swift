@@ -33,6 +33,8 @@ final class CurlTransfer: @unchecked Sendable {
 
     let easy: UnsafeMutableRawPointer
     private let url: URL
+    /// The request's method, upper-cased.
+    private let method: String
     private let isTLS: Bool
     private let policy: SecurityPolicy
     private let events: Events
@@ -83,10 +85,32 @@ final class CurlTransfer: @unchecked Sendable {
     /// (Digest): such a head is reported at its first body byte or at the end, not when it ends.
     private let answersChallenges: Bool
 
-    init?(request: URLRequest, policy: SecurityPolicy, idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
+    /// The methods RFC 9110 calls idempotent: only these may be sent again transparently.
+    static let idempotentMethods: Set<String> = ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"]
+    /// A response head larger than this many bytes, or with more fields, ends the transfer (`.badServerResponse`).
+    static let maximumHeadBytes = 96 * 1024
+    static let maximumHeadFields = 256
+
+    /// Whether libcurl may send this transfer's request again on a fresh connection (after a reused one died before
+    /// any response byte): only an idempotent one. A non-idempotent request is written at most once per transfer.
+    private let mayResend: Bool
+    /// Requests libcurl started on a connection so far (``prerequestCallback``).
+    private var requestsStarted = 0
+    /// Set when libcurl wanted to send a non-idempotent request again: the transfer ends instead.
+    private var resendRefused = false
+    /// Bytes and fields of the response head so far, and whether a bound was crossed.
+    private var headBytes = 0
+    private var headTooLarge = false
+    /// libcurl's detailed message for the transfer's failure (`CURLOPT_ERRORBUFFER`).
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+
+    init?(request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+          idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
           proxy: String? = nil, credentials: [Credential] = [],
           flowControl: FlowControl? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
+        self.method = (request.httpMethod ?? "GET").uppercased()
+        self.mayResend = Self.idempotentMethods.contains(method)
         self.easy = easy
         self.url = url
         self.isTLS = url.scheme?.lowercased() == "https"
@@ -95,6 +119,9 @@ final class CurlTransfer: @unchecked Sendable {
         self.flowControl = flowControl
         self.events = events
         self.answersChallenges = !credentials.isEmpty
+        errorBuffer.initialize(repeating: 0, count: 256)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        if isTLS { _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue) }
         configure(request)
         if let proxy {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
@@ -114,6 +141,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     deinit {
         curl_easy_cleanup(easy)
+        errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
     }
 
@@ -178,6 +206,8 @@ final class CurlTransfer: @unchecked Sendable {
         _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, Self.writeCallback)
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, me)
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PRIVATE, me)
+        _ = sk_curl_easy_setopt_prereq_callback(easy, Self.prerequestCallback)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, me)
 
         if isTLS {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
@@ -185,8 +215,6 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
             _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
-            _ = sk_curl_easy_setopt_prereq_callback(easy, Self.prerequestCallback)
-            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_PREREQDATA, me)
             // HTTP/2 when the server offers it by ALPN; a request waits for a connection being set up rather
             // than opening another, so concurrent requests share one HTTP/2 connection.
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
@@ -200,6 +228,11 @@ final class CurlTransfer: @unchecked Sendable {
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         let length = size * count
+        transfer.headBytes += length
+        if transfer.headBytes > maximumHeadBytes || transfer.headerFields.count >= maximumHeadFields {
+            transfer.headTooLarge = true
+            return 0  // ends the transfer
+        }
         transfer.header(UnsafeRawBufferPointer(start: buffer, count: length))
         return length
     }
@@ -311,10 +344,19 @@ final class CurlTransfer: @unchecked Sendable {
         return refusal == nil ? 1 : 0
     }
 
-    /// Runs once the connection is ready and before any request byte: refuse unless the policy passed.
+    /// Runs once the connection is ready and before any request byte: refuse unless the policy passed, and refuse
+    /// to send a non-idempotent request a second time.
     private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, _ in
         guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        defer { transfer.requestsStarted += 1 }
+        // libcurl sends a request again when a reused connection died; for a POST that may have reached the server,
+        // only the caller (its retrier) may decide that. libcurl's own answer to a 401/407 (Digest) is not a resend.
+        if transfer.requestsStarted > 0, !transfer.mayResend, transfer.statusCode != 401, transfer.statusCode != 407 {
+            transfer.resendRefused = true
+            return Int32(CURL_PREREQFUNC_ABORT)
+        }
+        guard transfer.isTLS else { return Int32(CURL_PREREQFUNC_OK) }
         var newConnections = 0
         _ = sk_curl_easy_getinfo_long(transfer.easy, CURLINFO_NUM_CONNECTS, &newConnections)
         // A reused connection was verified by this engine, whose connections all belong to one policy.
@@ -334,6 +376,7 @@ final class CurlTransfer: @unchecked Sendable {
                 (48...57).contains(digit) && code < 1000 ? code * 10 + Int(digit - 48) : 0
             } : 0
             headerFields = []
+            headBytes = line.count  // the bounds apply to each response head (a 1xx or a 401 went before)
             return
         }
         // Parsed as bytes: String-based trimming and splitting cost more than the rest of the transfer.
@@ -437,6 +480,31 @@ final class CurlTransfer: @unchecked Sendable {
         }
         if timedOut {
             return URLError(.timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
+        }
+        if resendRefused {
+            return URLError(.networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
+                "The connection was lost after the request was sent, before any response; a \(method) is not sent again "
+                + "automatically (it may have reached the server). Retry it yourself if that is safe."]) { $1 })
+        }
+        if headTooLarge {
+            return URLError(.badServerResponse, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
+                "The response head is larger than \(Self.maximumHeadBytes) bytes or \(Self.maximumHeadFields) fields."]) { $1 })
+        }
+        let detail = String(cString: errorBuffer)
+        func badResponse() -> URLError {
+            URLError(.badServerResponse, userInfo: userInfo.merging([
+                NSLocalizedDescriptionKey: "The server's response is malformed: \(detail.isEmpty ? reason : detail)."]) { $1 })
+        }
+        switch code {
+        case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2,
+             CURLE_HTTP2_STREAM, CURLE_HTTP3, CURLE_OUT_OF_MEMORY:
+            // The URL's scheme was http or https: an "unsupported protocol" is a reply that is not HTTP (HTTP/0.9, a
+            // garbage status line), and libcurl reports a head line over its own bound as "out of memory".
+            return badResponse()
+        case CURLE_RECV_ERROR where detail.lowercased().contains("chunk"):
+            return badResponse()
+        default:
+            break
         }
         let mapped: URLError.Code
         switch code {

@@ -21,9 +21,8 @@ struct FoundationTaskTransport: TaskTransport {
 
     var needsResourceDeadlines: Bool { true }
 
-    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, session: URLSession)
-        -> TransportTask?
-    {
+    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
+                  session: URLSession) -> TransportTask? {
         let task: URLSessionTask
         switch source {
         case .data(let request):

@@ -22,9 +22,10 @@ protocol TaskTransport: Sendable {
     /// - Parameters:
     ///   - uploadLength: The size of the body when known before sending.
     ///   - policy: The security policy the task runs under.
+    ///   - tlsVersions: The TLS versions its connections may negotiate (the Foundation transport cannot choose).
     ///   - session: The manager's session (the Foundation transport's tasks run in it; the closures of both receive it).
-    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, session: URLSession)
-        -> TransportTask?
+    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
+                  session: URLSession) -> TransportTask?
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

@@ -1,0 +1,259 @@
+import Foundation
+import NIOSSL
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What goes on the wire is what the caller asked for, once, against servers that misbehave byte by byte
+/// (``RawFaultServer``). Each case checks the error, exactly one completion, and what the server received.
+final class WireSafetyTests: XCTestCase {
+    private var servers: [RawFaultServer] = []
+
+    override func tearDown() async throws {
+        for server in servers { try await server.shutdown() }
+        servers = []
+        try await super.tearDown()
+    }
+
+    private func start(_ script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action) async throws
+        -> RawFaultServer
+    {
+        let server = try await RawFaultServer.start(script: script)
+        servers.append(server)
+        return server
+    }
+
+    private func manager(timeout: TimeInterval = 5, transport: Transport = .curl) -> URLSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = timeout
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = transport
+        manager.responseSerializer = HTTPResponseSerializer()
+        return manager
+    }
+
+    /// Runs `request` and returns its one outcome (failing the test on a second completion).
+    private func run(_ manager: URLSessionManager, _ request: URLRequest, file: StaticString = #filePath,
+                     line: UInt = #line) async throws -> (HTTPURLResponse?, Error?) {
+        let completions = CallCounter()
+        let outcome: (HTTPURLResponse?, Error?) = try await awaitCallback(timeout: 30, file: file, line: line) { done in
+            manager.dataTask(with: request, completionHandler: { response, _, error in
+                completions.increment()
+                done((response as? HTTPURLResponse, error))
+            }).resume()
+        }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(completions.count, 1, "exactly one completion", file: file, line: line)
+        return outcome
+    }
+
+    private func post(_ url: URL, method: String = "POST", body: String = "payload") -> URLRequest {
+        var request = URLRequest(url: url)
+        request.httpMethod = method
+        request.httpBody = Data(body.utf8)
+        return request
+    }
+
+    private func code(_ error: Error?) -> Int? { (error as NSError?)?.code }
+
+    // MARK: - At most once
+
+    func testANonIdempotentRequestIsNotSentAgainWhenItsReusedConnectionDies() async throws {
+        for method in ["POST", "PATCH"] {
+            // The second request on the first connection is read, then the connection is reset without an answer.
+            let server = try await start { $0.connection == 0 && $0.indexOnConnection == 1 ? .reset : .respond(RawFaultServer.response()) }
+            let manager = manager()
+            let (first, _) = try await run(manager, URLRequest(url: server.url("/warm")))
+            XCTAssertEqual(first?.statusCode, 200)
+            let (_, error) = try await run(manager, post(server.url("/once"), method: method))
+            XCTAssertEqual(code(error), URLError.networkConnectionLost.rawValue, "\(String(describing: error))")
+            XCTAssertTrue((error as NSError?)?.localizedDescription.contains("not sent again") == true)
+            XCTAssertEqual(server.requests.filter { $0.target == "/once" }.count, 1, "\(method) reached the server once")
+        }
+    }
+
+    func testAnIdempotentRequestIsSentAgainOnlyWhenNoResponseByteArrived() async throws {
+        let server = try await start { request in
+            switch (request.connection, request.indexOnConnection) {
+            case (0, 1): return .reset  // no byte of an answer: a GET may go again on a new connection
+            case (1, 1): return .respondAndReset(Data("HTTP/1.1 200 OK\r\nContent-Le".utf8))  // a byte arrived: it may not
+            default: return .respond(RawFaultServer.response())
+            }
+        }
+        let manager = manager()
+        _ = try await run(manager, URLRequest(url: server.url("/warm")))
+        let (retried, error) = try await run(manager, URLRequest(url: server.url("/again")))
+        XCTAssertNil(error)
+        XCTAssertEqual(retried?.statusCode, 200)
+        XCTAssertEqual(server.requests.filter { $0.target == "/again" }.count, 2)
+        let (_, cut) = try await run(manager, URLRequest(url: server.url("/cut")))
+        XCTAssertNotNil(cut)
+        XCTAssertEqual(server.requests.filter { $0.target == "/cut" }.count, 1, "not sent again after a response byte")
+    }
+
+    // MARK: - No injection
+
+    func testAMethodThatIsNotATokenFailsBeforeAnyIO() async throws {
+        let server = try await start { _ in .respond(RawFaultServer.response()) }
+        for transport in Transport.allCases {
+            var request = URLRequest(url: server.url("/x"))
+            request.httpMethod = "GET /x HTTP/1.1\r\nX-Evil: 1\r\n\r\nGET"
+            let (_, error) = try await run(manager(transport: transport), request)
+            XCTAssertEqual((error as NSError?)?.domain, SessionKitError.sessionDomain)
+            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(String(describing: error))")
+            XCTAssertTrue((error as NSError?)?.localizedDescription.contains("method") == true)
+        }
+        XCTAssertTrue(server.requests.isEmpty, "nothing reached the server")
+    }
+
+    func testAHeaderNameThatIsNotATokenFailsNamingTheHeader() async throws {
+        let server = try await start { _ in .respond(RawFaultServer.response()) }
+        for name in ["X-A\r\nInjected", "Nön-ASCII", "X Space"] {
+            var request = URLRequest(url: server.url("/x"))
+            request.setValue("1", forHTTPHeaderField: name)
+            let (_, error) = try await run(manager(), request)
+            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(name): \(String(describing: error))")
+            XCTAssertTrue((error as NSError?)?.localizedDescription.contains("header name") == true)
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
+    func testAHeaderValueWithCRLFOrNULFailsNamingTheHeader() async throws {
+        let server = try await start { _ in .respond(RawFaultServer.response()) }
+        let manager = HTTPSessionManager(baseURL: server.url())
+        manager.responseSerializer = HTTPResponseSerializer()
+        for value in ["a\r\nX-Injected: 1", "nul\u{0}", "lf\nonly"] {
+            do {
+                _ = try await manager.get("/x", headers: ["X-Bad": value])
+                XCTFail("the value \(value.debugDescription) was accepted")
+            } catch {
+                XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(error)")
+                XCTAssertTrue((error as NSError).localizedDescription.contains("X-Bad"), "\(error)")
+            }
+        }
+        manager.requestSerializer.setValue("a\r\nb", forHTTPHeaderField: "X-Default")
+        do {
+            _ = try await manager.get("/x")
+            XCTFail("the serializer's bad header was accepted")
+        } catch {
+            XCTAssertTrue((error as NSError).localizedDescription.contains("X-Default"), "\(error)")
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
+    // MARK: - Malformed responses
+
+    func testMalformedResponsesAreBadServerResponsesWithAReason() async throws {
+        let cases: [(String, RawFaultServer.Action)] = [
+            ("garbage status line", .respondAndClose(Data("garbage\r\n\r\n".utf8))),
+            ("1 MiB header line", .respond(Data(("HTTP/1.1 200 OK\r\nX-Huge: " + String(repeating: "a", count: 1 << 20) + "\r\nContent-Length: 0\r\n\r\n").utf8))),
+            ("too many fields", .respond(Data(("HTTP/1.1 200 OK\r\n" + (0..<1000).map { "X-F\($0): v\r\n" }.joined() + "Content-Length: 0\r\n\r\n").utf8))),
+            ("invalid chunking", .respondAndClose(Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\nabc\r\n".utf8))),
+        ]
+        for (name, action) in cases {
+            let server = try await start { _ in action }
+            let (_, error) = try await run(manager(), URLRequest(url: server.url("/x")))
+            XCTAssertEqual(code(error), URLError.badServerResponse.rawValue, "\(name): \(String(describing: error))")
+            XCTAssertFalse((error as NSError?)?.localizedDescription.isEmpty ?? true, name)
+            XCTAssertEqual(server.requests.count, 1, name)
+        }
+    }
+
+    func testCutAndStalledResponses() async throws {
+        let cases: [(String, RawFaultServer.Action, URLError.Code)] = [
+            ("reset before the status line", .reset, .networkConnectionLost),
+            ("short body", .respondAndClose(Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..".utf8)), .networkConnectionLost),
+            ("stall after the head", .stall(Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n".utf8)), .timedOut),
+        ]
+        for (name, action, expected) in cases {
+            let server = try await start { _ in action }
+            let (_, error) = try await run(manager(timeout: 1), post(server.url("/x")))
+            XCTAssertEqual(code(error), expected.rawValue, "\(name): \(String(describing: error))")
+            XCTAssertEqual(server.requests.count, 1, "\(name): the POST was sent once")
+        }
+    }
+
+    // MARK: - TLS floor
+
+    func testTLSOlderThan12IsRefusedByDefault() async throws {
+        let old = try await LoopbackServer.start(tls: TestCertificates.localhost, maximumTLSVersion: .tlsv11)
+        defer { Task { try? await old.shutdown() } }
+        let manager = manager()
+        let pin = try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
+        manager.securityPolicy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [pin])
+        manager.securityPolicy.allowInvalidCertificates = true
+        let (_, error) = try await run(manager, URLRequest(url: old.url("/get")))
+        XCTAssertEqual(code(error), URLError.secureConnectionFailed.rawValue, "\(String(describing: error))")
+        XCTAssertTrue(old.requests.isEmpty)
+
+        let current = try await LoopbackServer.start(tls: TestCertificates.localhost)
+        defer { Task { try? await current.shutdown() } }
+        manager.tlsMaximumSupportedProtocolVersion = .TLSv12
+        let (response, okError) = try await run(manager, URLRequest(url: current.url("/get")))
+        XCTAssertNil(okError)
+        XCTAssertEqual(response?.statusCode, 200)
+    }
+
+    // MARK: - Soak
+
+    func testTenThousandRequestsUnderRandomFaultsEachCompleteOnceAndNoPOSTTwice() async throws {
+        let server = try await start { request in
+            // Seeded by the request's own target, so that a run is repeatable.
+            let seed = request.target.utf8.reduce(UInt64(1469598103934665603)) { ($0 ^ UInt64($1)) &* 1099511628211 }
+            switch seed % 10 {
+            case 0: return .reset
+            case 1: return .respondAndClose(RawFaultServer.response(body: "bye"))
+            case 2: return .respondAndClose(Data("HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort".utf8))
+            default: return .respond(RawFaultServer.response())
+            }
+        }
+        let manager = manager(timeout: 10)
+        let total = 10_000
+        let completions = LockedBox<[Int: Int]>([:])
+        let all = OnceBox<Void>()
+        let next = LockedBox(0)
+        @Sendable func launch() {
+            let index = next.write { value -> Int in
+                defer { value += 1 }
+                return value
+            }
+            guard index < total else { return }
+            var request = URLRequest(url: server.url("/r\(index)"))
+            if index % 2 == 0 {
+                request.httpMethod = "POST"
+                request.httpBody = Data("\(index)".utf8)
+            }
+            manager.dataTask(with: request, completionHandler: { _, _, _ in
+                let finished = completions.write { counts -> Int in
+                    counts[index, default: 0] += 1
+                    return counts.count
+                }
+                if finished == total { all.resolve(()) }
+                launch()
+            }).resume()
+        }
+        let before = residentMiB()
+        for _ in 0..<64 { launch() }
+        try await all.value(timeout: 300, file: #filePath, line: #line)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let counts = completions.wrappedValue
+        XCTAssertEqual(counts.count, total)
+        XCTAssertTrue(counts.values.allSatisfy { $0 == 1 }, "every task completed exactly once")
+        var posts: [String: Int] = [:]
+        for request in server.requests where request.method == "POST" { posts[request.target, default: 0] += 1 }
+        XCTAssertEqual(posts.values.filter { $0 > 1 }.count, 0, "no POST reached the server twice")
+        XCTAssertLessThan(residentMiB() - before, 64, "memory stays bounded")
+    }
+
+    private func residentMiB() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+            return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
+        }
+        return 0
+    }
+}
