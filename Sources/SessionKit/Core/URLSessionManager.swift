@@ -54,6 +54,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var securityPolicy: SecurityPolicy = .default
         var transport: Transport = .curl
         var tlsVersions = TLSVersionRange()
+        var responseBodyLimits = ResponseBodyLimits.default
         var completionQueue: DispatchQueue?
         var completionGroup: DispatchGroup?
         var interceptor: (any RequestInterceptor)?
@@ -270,6 +271,13 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     open var securityPolicy: SecurityPolicy {
         get { settings.read { $0.securityPolicy } }
         set { settings.write { $0.securityPolicy = newValue } }
+    }
+
+    /// Bounds on the response bodies of tasks created from now on (in memory, to a file, streamed, decoded). Default
+    /// ``ResponseBodyLimits/default``: 64 MiB in memory, a decompression ratio of 100.
+    public var responseBodyLimits: ResponseBodyLimits {
+        get { settings.read { $0.responseBodyLimits } }
+        set { settings.write { $0.responseBodyLimits = newValue } }
     }
 
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
@@ -523,7 +531,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
-        let (transport, policy, tlsVersions) = settings.read { ($0.transport, $0.securityPolicy, $0.tlsVersions) }
+        let (transport, policy, tlsVersions, limits) = settings.read {
+            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits)
+        }
         let taskTransport = taskTransports[transport]
         if let request = source.request,
            let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
@@ -542,8 +552,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            return taskTransport.makeTask(for: source, uploadLength: uploadLength, policy: policy,
-                                          tlsVersions: tlsVersions, session: session)
+            let options = TransportTaskOptions(
+                policy: policy, tlsVersions: tlsVersions,
+                decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize))
+            return taskTransport.makeTask(for: source, uploadLength: uploadLength, options: options, session: session)
         }
         let created = made?.task
         let task: URLSessionTask

@@ -21,6 +21,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         let policy: SecurityPolicy
         /// The TLS versions the task's connections may negotiate.
         let tlsVersions: TLSVersionRange
+        /// How far a `Content-Encoding` body may inflate.
+        let decodingLimits: CurlTransfer.DecodingLimits
         let settings: CurlSessionSettings
         let sink: TaskEventSink
         /// The session the manager's closures receive.
@@ -214,7 +216,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard let transfer = CurlTransfer(request: request, policy: environment.policy,
                                           tlsVersions: environment.tlsVersions, idleTimeout: idleTimeout,
                                           totalTimeout: remaining, proxy: proxy(for: request.url),
-                                          credentials: credentials, flowControl: flowControl, events: events),
+                                          credentials: credentials, decodingLimits: environment.decodingLimits,
+                                          flowControl: flowControl, events: events),
               attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))

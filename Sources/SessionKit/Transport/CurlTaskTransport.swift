@@ -29,8 +29,9 @@ final class CurlTaskTransport: TaskTransport, @unchecked Sendable {
 
     var needsResourceDeadlines: Bool { false }
 
-    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
-                  session: URLSession) -> TransportTask? {
+    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+        -> TransportTask?
+    {
         guard let sink = session.delegate as? TaskEventSink, var request = source.request else { return nil }
         switch source {
         case .uploadData(_, let data):
@@ -48,7 +49,8 @@ final class CurlTaskTransport: TaskTransport, @unchecked Sendable {
         }
         let driver = CurlTaskDriver(
             taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
-            environment: .init(policy: policy, tlsVersions: tlsVersions, settings: settings, sink: sink, session: session,
+            environment: .init(policy: options.policy, tlsVersions: options.tlsVersions,
+                               decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
                                delegateQueue: delegateQueue))
         let task: URLSessionTask
         switch source {

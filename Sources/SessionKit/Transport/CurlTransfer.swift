@@ -101,12 +101,25 @@ final class CurlTransfer: @unchecked Sendable {
     /// Bytes and fields of the response head so far, and whether a bound was crossed.
     private var headBytes = 0
     private var headTooLarge = false
+    /// The decoding bounds: decoded bytes at most `ratio` times the bytes on the wire (checked past 1 MiB), and at most
+    /// `size` decoded bytes.
+    struct DecodingLimits: Sendable, Equatable {
+        var ratio: Int?
+        var size: Int64?
+    }
+
+    private let decodingLimits: DecodingLimits
+    /// Body bytes handed on so far, after decoding.
+    private var decodedBytes: Int64 = 0
+    /// Set when a decoding bound was crossed: the transfer ended with `.dataLengthExceedsMaximum`.
+    private var decodingLimitCrossed: String?
+
     /// libcurl's detailed message for the transfer's failure (`CURLOPT_ERRORBUFFER`).
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
 
     init?(request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
           idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
-          proxy: String? = nil, credentials: [Credential] = [],
+          proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
           flowControl: FlowControl? = nil, events: Events) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.method = (request.httpMethod ?? "GET").uppercased()
@@ -119,6 +132,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.flowControl = flowControl
         self.events = events
         self.answersChallenges = !credentials.isEmpty
+        self.decodingLimits = decodingLimits
         errorBuffer.initialize(repeating: 0, count: 256)
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if isTLS { _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue) }
@@ -244,11 +258,27 @@ final class CurlTransfer: @unchecked Sendable {
         // Too much handed on and not yet consumed: pause without taking these bytes; libcurl offers them again
         // once the engine resumes the transfer.
         if transfer.flowControl?.shouldPause() == true { return Int(CURL_WRITEFUNC_PAUSE) }
+        if transfer.crossesDecodingLimit(adding: length) { return 0 }  // ends the transfer
         transfer.deliverResponseIfNeeded()
         transfer.hasQueuedEvents = true
         transfer.events.data(Data(bytes: buffer, count: length))
         transfer.flowControl?.produced(length)
         return length
+    }
+
+    /// Whether handing on `count` more decoded bytes crosses a decoding bound (then noted for the error).
+    private func crossesDecodingLimit(adding count: Int) -> Bool {
+        decodedBytes += Int64(count)
+        if let size = decodingLimits.size, decodedBytes > size {
+            decodingLimitCrossed = "the decoded size limit (\(size) bytes)"
+            return true
+        }
+        guard let ratio = decodingLimits.ratio, decodedBytes > 1 << 20 else { return false }
+        var wire: curl_off_t = 0
+        _ = sk_curl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &wire)
+        guard decodedBytes > Int64(ratio) * max(1, Int64(wire)) else { return false }
+        decodingLimitCrossed = "the decompression ratio limit (\(ratio)×: \(decodedBytes) bytes from \(wire) on the wire)"
+        return true
     }
 
     /// Bodies up to this size are copied into libcurl; larger ones are read from ``bodyData``.
@@ -480,6 +510,10 @@ final class CurlTransfer: @unchecked Sendable {
         }
         if timedOut {
             return URLError(.timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
+        }
+        if let crossed = decodingLimitCrossed {
+            return URLError(.dataLengthExceedsMaximum, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
+                "The response body crossed \(crossed); the task was stopped and the partial body discarded."]) { $1 })
         }
         if resendRefused {
             return URLError(.networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey:

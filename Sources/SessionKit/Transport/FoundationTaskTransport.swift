@@ -21,8 +21,9 @@ struct FoundationTaskTransport: TaskTransport {
 
     var needsResourceDeadlines: Bool { true }
 
-    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
-                  session: URLSession) -> TransportTask? {
+    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+        -> TransportTask?
+    {
         let task: URLSessionTask
         switch source {
         case .data(let request):

@@ -21,11 +21,20 @@ protocol TaskTransport: Sendable {
     ///
     /// - Parameters:
     ///   - uploadLength: The size of the body when known before sending.
-    ///   - policy: The security policy the task runs under.
-    ///   - tlsVersions: The TLS versions its connections may negotiate (the Foundation transport cannot choose).
+    ///   - options: The security policy, TLS versions and decoding bounds the task runs under.
     ///   - session: The manager's session (the Foundation transport's tasks run in it; the closures of both receive it).
-    func makeTask(for source: TaskSource, uploadLength: Int64?, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
-                  session: URLSession) -> TransportTask?
+    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+        -> TransportTask?
+}
+
+/// What a task runs under, besides its request.
+struct TransportTaskOptions: Sendable {
+    /// The policy the server's certificate chain must pass.
+    var policy: SecurityPolicy
+    /// The TLS versions its connections may negotiate (the Foundation transport cannot choose).
+    var tlsVersions = TLSVersionRange()
+    /// How far a `Content-Encoding` body may inflate (the Foundation transport cannot see the wire).
+    var decodingLimits = CurlTransfer.DecodingLimits()
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

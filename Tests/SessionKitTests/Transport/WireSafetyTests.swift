@@ -177,6 +177,37 @@ final class WireSafetyTests: XCTestCase {
         }
     }
 
+    // MARK: - Bounded bodies
+
+    /// `megabytes` MiB of zeros as gzip (about a thousandth of that), made by the system's gzip.
+    private func gzipBomb(megabytes: Int) throws -> Data {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "head -c \(megabytes << 20) /dev/zero | gzip -9"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        try process.run()
+        let data = pipe.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return data
+    }
+
+    func testAGzipBombStopsAtTheDecompressionLimit() async throws {
+        let bomb = try gzipBomb(megabytes: 256)
+        let head = "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: \(bomb.count)\r\n\r\n"
+        let server = try await start { _ in .respond(Data(head.utf8) + bomb) }
+        let manager = manager()
+        let before = residentMiB()
+        let (_, error) = try await run(manager, URLRequest(url: server.url("/bomb")))
+        XCTAssertEqual(code(error), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: error))")
+        XCTAssertTrue((error as NSError?)?.localizedDescription.contains("ratio") == true, "\(String(describing: error))")
+        XCTAssertLessThan(residentMiB() - before, 100, "the bomb did not inflate in memory")
+        // Without the ratio bound, the in-memory bound still stops it.
+        manager.responseBodyLimits.maximumDecompressionRatio = nil
+        let (_, second) = try await run(manager, URLRequest(url: server.url("/bomb")))
+        XCTAssertEqual(code(second), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: second))")
+    }
+
     // MARK: - TLS floor
 
     func testTLSOlderThan12IsRefusedByDefault() async throws {
