@@ -4,25 +4,17 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Everything a finished task produced, handed to its completion.
-struct TaskOutcome {
-    let task: URLSessionTask
-    let response: URLResponse?
-    let data: Data
-    let object: Any?
-    let fileURL: URL?
-    let error: Error?
-}
-
 /// The one object that follows a single task from creation to completion.
 ///
-/// It accumulates the body, owns the upload and download `Progress` (cancelling, pausing or resuming them acts on
-/// the task), moves a download to its destination, runs the response serializer off the delegate queue, and
-/// calls the completion on the completion queue inside the completion group, exactly once. The delegate hub
-/// routes every callback of its task here; all of them arrive on the session's serial delegate queue.
+/// It routes each event of its task to the part that handles it: the body to its ``BodySink`` (memory, a file
+/// with resume data, or a streamed reader, chosen once here), sizes and counts to its ``TaskProgress``, a finished
+/// download to its ``DownloadDestination``, and the end, exactly once as its ``TaskLifecycle`` decides, to its
+/// ``CompletionDelivery``. The delegate hub routes every callback of its task here; all of them arrive on the
+/// session's serial delegate queue.
 final class TaskDelegate: @unchecked Sendable {
-    // @unchecked Sendable: `lifecycle` and `body` are guarded by `lock`; the rest is immutable after `init`
-    // apart from `Progress`, which is thread-safe.
+    // @unchecked Sendable: `lifecycle` is guarded by `lock`, `bodyStream` is a `Protected` box, and the body sink
+    // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
+    // of its own; the rest is immutable after `init` apart from `Progress`, which is thread-safe.
 
     /// Where the task's completion goes and what decodes its body.
     struct Delivery {
@@ -32,43 +24,31 @@ final class TaskDelegate: @unchecked Sendable {
         let processingQueue: DispatchQueue
     }
 
-    let task: URLSessionTask
-    let uploadProgress: Progress
-    let downloadProgress: Progress
-
-    private let delivery: Delivery
-    private let uploadProgressHandler: ((Progress) -> Void)?
-    private let downloadProgressHandler: ((Progress) -> Void)?
-    private let destination: ((URL, URLResponse) -> URL)?
-    /// For a download this delegate streams to a file (curl transport): asks the manager-wide
-    /// `downloadTaskDidFinishDownloading` closure, which URLSession's download callback asks on the Foundation one.
-    private let managerDestination: ((URLSessionTask, URL) -> URL?)?
-    private let completion: (TaskOutcome) -> Void
-    private let forcedError: NSError?
-    private let bodyStream: Protected<InputStream?>
-
-    private let lock = NSLock()
-    private var lifecycle = TaskLifecycle()
-    private var body = Data()
-    /// For a download run as a data task (curl transport): the body goes to this file instead of memory.
-    private let bodyFile: BodyFile?
-    /// Told how many body bytes were handled (back-pressure on the curl transport).
-    private let onConsumed: ((Int) -> Void)?
-    /// The `ETag` (or `Last-Modified`) of the download, for resume data.
-    private var validator: String?
-    /// Set by `URLSessionManager.cancel(_:producingResumeData:)`: called once with the resume data.
-    private let resumeDataHandler = Protected<((Data?) -> Void)?>(nil)
-    /// Where a streamed body goes instead of memory; nil for every other task.
-    private let streamSink: DataStreamSink?
-
     /// The pipeline request this task is an attempt of, and who watches it.
     struct Observation {
         let request: SessionRequest
         let monitor: CompositeEventMonitor
     }
 
+    let task: URLSessionTask
+    /// The progress of sending the request body.
+    var uploadProgress: Progress { progress.upload }
+    /// The progress of receiving the response body.
+    var downloadProgress: Progress { progress.download }
+
+    private let progress: TaskProgress
+    private let sink: any BodySink
+    private let destination: DownloadDestination
+    private let completionDelivery: CompletionDelivery
+    private let forcedError: NSError?
+    private let bodyStream: Protected<InputStream?>
+    /// Told how many body bytes were handled (back-pressure on the curl transport).
+    private let onConsumed: ((Int) -> Void)?
     /// Set at creation, before the task can run: read without a lock.
     private let observation: Observation?
+
+    private let lock = NSLock()
+    private var lifecycle = TaskLifecycle()
 
     /// Creates the delegate of `task`.
     ///
@@ -83,6 +63,12 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - bodyStream:  For streamed uploads, the stream to hand URLSession when it asks for one.
     ///   - uploadLength: The size of the request body when known before sending.
     ///   - forcedError: When set, the task ends with this error whatever URLSession reports.
+    ///   - streamsBodyToFile: Whether this delegate writes the download to a file itself (no URLSession download
+    ///     machinery runs the task).
+    ///   - resumingFile: The partial file of resume data this download continues.
+    ///   - onConsumed:  Told how many body bytes were handled (back-pressure).
+    ///   - streamSink:  Where a streamed body goes instead of memory.
+    ///   - observation: The pipeline request this task is an attempt of, and its monitor.
     ///   - control:     Resumes or suspends the task on behalf of its `Progress`, with notifications.
     ///   - completion:  Called once, on the completion queue.
     init(
@@ -103,40 +89,27 @@ final class TaskDelegate: @unchecked Sendable {
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
-        self.streamSink = streamSink
-        self.observation = observation
         self.task = task
-        self.delivery = delivery
-        self.uploadProgressHandler = uploadProgressHandler
-        self.downloadProgressHandler = downloadProgressHandler
-        self.destination = destination
-        self.managerDestination = managerDestination
+        self.observation = observation
+        self.destination = DownloadDestination(destination: destination)
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
         self.onConsumed = onConsumed
         if let resumingFile {
-            self.bodyFile = BodyFile(resuming: resumingFile.url, length: resumingFile.length)
+            sink = FileBodySink(
+                file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
+                managerDestination: managerDestination)
+        } else if streamsBodyToFile {
+            sink = FileBodySink(file: BodyFile(), task: task, managerDestination: managerDestination)
+        } else if let streamSink {
+            sink = StreamBodySink(streamSink)
         } else {
-            self.bodyFile = streamsBodyToFile ? BodyFile() : nil
+            sink = MemoryBodySink()
         }
-        self.completion = completion
-        self.uploadProgress = Progress(totalUnitCount: -1)
-        self.downloadProgress = Progress(totalUnitCount: -1)
-
-        for progress in [uploadProgress, downloadProgress] {
-            progress.isCancellable = true
-            progress.isPausable = true
-            progress.cancellationHandler = { [weak task] in task?.cancel() }
-            progress.pausingHandler = { [weak task] in
-                if let task { control.suspend(task) }
-            }
-            progress.resumingHandler = { [weak task] in
-                if let task { control.resume(task) }
-            }
-        }
-        if let expected = uploadLength, expected > 0 {
-            uploadProgress.totalUnitCount = expected
-        }
+        progress = TaskProgress(
+            task: task, uploadLength: uploadLength, control: control,
+            uploadHandler: uploadProgressHandler, downloadHandler: downloadProgressHandler)
+        completionDelivery = CompletionDelivery(delivery: delivery, observation: observation, completion: completion)
     }
 
     // MARK: - Observation by the request pipeline
@@ -157,79 +130,48 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Events from the hub (delegate queue)
 
-    /// The response head arrived: the expected length sizes the download progress.
+    /// The response head arrived: the body sink prepares for it, and the expected length sizes the download
+    /// progress.
     func didReceive(response: URLResponse) {
-        var expected = response.expectedContentLength
-        if let bodyFile, let http = response as? HTTPURLResponse {
-            validator = http.value(forHTTPHeaderField: "ETag") ?? http.value(forHTTPHeaderField: "Last-Modified")
-            if http.statusCode == 206 {
-                // The rest of a resumed download: the file already holds the beginning.
-                downloadProgress.completedUnitCount = bodyFile.length
-                if expected > 0 { expected += bodyFile.length }
-            } else if bodyFile.length > 0 {
-                bodyFile.truncate()  // the server sent the whole entity again
-                downloadProgress.completedUnitCount = 0
-            }
-        }
-        downloadProgress.totalUnitCount = expected > 0 ? expected : -1
-        streamSink?.receive(response)
-        if bodyFile == nil, streamSink == nil, expected > 0 {
-            // One allocation of the announced size (at most 1 GiB; pages are only touched as bytes arrive)
-            // instead of doubling: a body in memory then peaks near its own size, not twice it.
-            lock.withLock { body.reserveCapacity(Int(min(expected, 1 << 30))) }
-        }
+        let held = sink.receive(response)
+        progress.didReceiveResponse(expectedLength: response.expectedContentLength, held: held)
     }
 
-    /// Asks for resume data when the task ends (it is then cancelled by the caller).
+    /// Asks for resume data when the task ends (it is then cancelled by the caller); false when the task keeps
+    /// nothing to resume from.
     func produceResumeData(_ handler: @escaping (Data?) -> Void) -> Bool {
-        guard bodyFile != nil else { return false }
-        resumeDataHandler.wrappedValue = handler
-        return true
+        sink.produceResumeData(handler)
     }
 
     /// A chunk of the body arrived.
     func didReceive(data: Data) {
-        let accepted: Bool = lock.withLock {
-            guard lifecycle.acceptsData else { return false }
-            if bodyFile == nil && streamSink == nil { body.append(data) }
-            return true
+        guard lock.withLock({ lifecycle.acceptsData }) else {
+            onConsumed?(data.count)
+            return
         }
-        // A streamed body counts as consumed when its reader takes it, not when it is queued for the reader.
-        defer { if streamSink == nil || !accepted { onConsumed?(data.count) } }
-        guard accepted else { return }
         if let observation {
             observation.monitor.request(observation.request, didReceive: data)
         }
-        if let streamSink {
-            streamSink.push(data)
-            return
-        }
-        if let bodyFile, !bodyFile.append(data) {
+        switch sink.append(data) {
+        case .handedOver:
+            break  // consumed when its reader takes it, not when it is queued for the reader
+        case .refused:
             task.cancel()  // the disk refused the bytes: the completion reports the write error
-            return
+            onConsumed?(data.count)
+        case .stored:
+            progress.didReceiveBody(count: data.count)
+            onConsumed?(data.count)
         }
-        let completed = downloadProgress.completedUnitCount + Int64(data.count)
-        // A decoded (gzip) body outgrows the length on the wire: the total is then unknown until the end.
-        if downloadProgress.totalUnitCount > 0 && completed > downloadProgress.totalUnitCount {
-            downloadProgress.totalUnitCount = -1
-        }
-        downloadProgress.completedUnitCount = completed
-        downloadProgressHandler?(downloadProgress)
     }
 
     /// Body bytes were sent.
     func didSendBodyData(totalBytesSent: Int64, totalBytesExpectedToSend: Int64) {
-        // A stream body is sent chunked and URLSession does not know its size; keep the size known at creation.
-        if totalBytesExpectedToSend > 0 { uploadProgress.totalUnitCount = totalBytesExpectedToSend }
-        uploadProgress.completedUnitCount = totalBytesSent
-        uploadProgressHandler?(uploadProgress)
+        progress.didSendBodyData(totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
     }
 
     /// A download wrote bytes to its temporary file.
     func didWriteData(totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
-        downloadProgress.totalUnitCount = totalBytesExpectedToWrite > 0 ? totalBytesExpectedToWrite : -1
-        downloadProgress.completedUnitCount = totalBytesWritten
-        downloadProgressHandler?(downloadProgress)
+        progress.didWriteData(totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
     }
 
     /// URLSession asks for the body stream of a streamed upload. The stream can be handed out once: a second
@@ -247,216 +189,23 @@ final class TaskDelegate: @unchecked Sendable {
     /// posts `sessionKitDownloadTaskDidMoveFileSuccessfully` or `sessionKitDownloadTaskDidFailToMoveFile`, on the
     /// delegate queue, as AFNetworking does.
     func didFinishDownloading(to location: URL, override: URL?) {
-        var fileURL: URL?
-        var moveError: NSError?
-        let target: URL?
-        if let override {
-            target = override
-        } else if let destination, let response = task.response {
-            target = destination(location, response)
-        } else {
-            target = nil
-        }
-        if let target {
-            do {
-                try FileManager.default.moveItem(at: location, to: target)
-                fileURL = target
-                NotificationCenter.default.post(name: .sessionKitDownloadTaskDidMoveFileSuccessfully, object: task)
-            } catch {
-                moveError = SessionKitError.session(
-                    .cannotMoveDownloadedFile,
-                    "The downloaded file could not be moved to \(target.path): \(error.localizedDescription)",
-                    underlying: error)
-                NotificationCenter.default.post(
-                    name: .sessionKitDownloadTaskDidFailToMoveFile, object: task, userInfo: (error as NSError).userInfo)
-            }
-        }
-        _ = lock.withLock { lifecycle.didFinishDownloading(fileURL: fileURL, moveError: moveError) }
+        let moved = destination.move(location, of: task, override: override)
+        _ = lock.withLock { lifecycle.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
     }
 
     /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
     /// `Notification.Name.sessionKitTaskDidComplete` on the completion queue.
     func didComplete(error: Error?) {
-        var error = error
-        if let bodyFile {
-            // A download streamed by this delegate: finish the file and move it as URLSession would.
-            let handler = resumeDataHandler.write { handler -> ((Data?) -> Void)? in
-                defer { handler = nil }
-                return handler
-            }
-            if let writeError = bodyFile.close() {
-                error = SessionKitError.session(.cannotMoveDownloadedFile, "The download could not be written: \(writeError)", underlying: writeError)
-            } else if error == nil {
-                // As AFNetworking: the manager-wide destination is asked first, then the task's own.
-                didFinishDownloading(to: bodyFile.url, override: managerDestination?(task, bodyFile.url))
-            } else if let failure = error as NSError?, failure.domain == NSURLErrorDomain {
-                // Cancelled or cut: keep what arrived, as resume data in the error (and for a waiting caller).
-                let resume = resumeData(from: bodyFile)
-                handler?(resume)
-                if let resume {
-                    var userInfo = failure.userInfo
-                    userInfo[URLSessionDownloadTaskResumeData] = resume
-                    error = NSError(domain: failure.domain, code: failure.code, userInfo: userInfo)
-                }
-            } else {
-                handler?(nil)
-            }
-            bodyFile.remove()
+        // A download this delegate wrote itself is moved here, as URLSession would have moved it.
+        let error = sink.finish(error: error) { location, override in
+            didFinishDownloading(to: location, override: override)
         }
-        let (action, data): (TaskLifecycle.CompletionAction, Data) = lock.withLock {
-            let action = lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
-            let data = body
-            body = Data()
-            return (action, data)
+        let action = lock.withLock {
+            lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
         }
+        let data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }
-
-        if finalError == nil {
-            if downloadProgress.totalUnitCount < 0 || downloadProgress.completedUnitCount > downloadProgress.totalUnitCount {
-                downloadProgress.totalUnitCount = downloadProgress.completedUnitCount
-            }
-            if uploadProgress.totalUnitCount <= 0 && uploadProgress.completedUnitCount > 0 {
-                uploadProgress.totalUnitCount = uploadProgress.completedUnitCount
-                uploadProgressHandler?(uploadProgress)
-            } else if uploadProgress.totalUnitCount > 0 && uploadProgress.completedUnitCount < uploadProgress.totalUnitCount {
-                uploadProgress.completedUnitCount = uploadProgress.totalUnitCount
-                uploadProgressHandler?(uploadProgress)
-            }
-            downloadProgressHandler?(downloadProgress)
-        }
-
-        let delivery = self.delivery
-        let task = self.task
-        let completion = self.completion
-        let response = task.response
-        let observation = self.observation
-        if let observation {
-            observation.monitor.request(observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
-        }
-        delivery.completionGroup.enter()
-        delivery.processingQueue.async {
-            var object: Any? = nil
-            var resultError: Error? = finalError.map(Self.swiftError)
-            if finalError == nil {
-                do {
-                    object = try delivery.responseSerializer.responseObject(for: response, data: fileURL == nil ? data : nil)
-                } catch {
-                    resultError = error
-                    // As AFNetworking: what the serializer still made of a body whose status failed goes to the
-                    // completion handler and the notification, next to the error.
-                    object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
-                }
-                if let observation { observation.monitor.request(observation.request, didSerialize: object, error: resultError) }
-            }
-            if let fileURL { object = fileURL }
-            let outcome = TaskOutcome(
-                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError)
-            delivery.completionQueue.async {
-                defer { delivery.completionGroup.leave() }
-                completion(outcome)
-                NotificationCenter.default.post(
-                    name: .sessionKitTaskDidComplete, object: task,
-                    userInfo: Self.notificationUserInfo(outcome, serializer: delivery.responseSerializer))
-            }
-        }
-    }
-
-    // MARK: - Helpers
-
-    /// Resume data for the bytes `file` holds, keeping the file; nil without a validator or a byte.
-    private func resumeData(from file: BodyFile) -> Data? {
-        guard let validator, file.length > 0, let url = task.originalRequest?.url, let kept = file.keep() else { return nil }
-        return ResumeData(url: url.absoluteString, partialFile: kept.path, bytes: file.length, validator: validator).encoded()
-    }
-
-    /// URLSession on Linux reports transport failures as `NSError`s that Swift's `catch let error as URLError`
-    /// does not match: hand them over as `URLError`s, with the same code and `userInfo`.
-    static func swiftError(_ error: NSError) -> Error {
-        guard error.domain == NSURLErrorDomain, let code = URLError.Code(rawValue: error.code) else { return error }
-        return URLError(code, userInfo: error.userInfo)
-    }
-
-    /// AFNetworking's `userInfo` for the task-did-complete notification.
-    private static func notificationUserInfo(_ outcome: TaskOutcome, serializer: URLResponseSerialization) -> [String: Any] {
-        var userInfo: [String: Any] = [SessionKitNotificationKey.responseSerializer: serializer]
-        if let fileURL = outcome.fileURL {
-            userInfo[SessionKitNotificationKey.assetPath] = fileURL
-        } else if !outcome.data.isEmpty {
-            userInfo[SessionKitNotificationKey.responseData] = outcome.data
-        }
-        if let error = outcome.error { userInfo[SessionKitNotificationKey.error] = error }
-        if let object = outcome.object { userInfo[SessionKitNotificationKey.serializedResponse] = object }
-        return userInfo
-    }
-}
-
-/// The temporary file a download run as a data task is written to, chunk by chunk, on the delegate queue.
-final class BodyFile: @unchecked Sendable {
-    // @unchecked Sendable: used on the session's serial delegate queue only.
-    private(set) var url = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-download-\(UUID().uuidString)")
-    private var handle: FileHandle?
-    private var error: Error?
-    private var kept = false
-    /// Bytes in the file.
-    private(set) var length: Int64 = 0
-
-    init() {}
-
-    /// Continues the partial file of resume data, `length` bytes long.
-    init(resuming file: URL, length: Int64) {
-        url = file
-        self.length = length
-    }
-
-    /// Writes `data` at the end of the file; false once writing failed.
-    func append(_ data: Data) -> Bool {
-        guard error == nil else { return false }
-        do {
-            if handle == nil {
-                if !FileManager.default.fileExists(atPath: url.path) {
-                    guard FileManager.default.createFile(atPath: url.path, contents: nil) else {
-                        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: url.path])
-                    }
-                }
-                let opened = try FileHandle(forWritingTo: url)
-                try opened.seekToEnd()
-                handle = opened
-            }
-            try handle?.write(contentsOf: data)
-            length += Int64(data.count)
-            return true
-        } catch {
-            self.error = error
-            return false
-        }
-    }
-
-    /// Empties the file (the server sent the whole entity instead of the rest).
-    func truncate() {
-        try? handle?.truncate(atOffset: 0)
-        if handle == nil { try? Data().write(to: url) }
-        length = 0
-    }
-
-    /// Closes the file (creating it empty if no byte came) and returns the write error, if any.
-    func close() -> Error? {
-        if handle == nil && error == nil { _ = append(Data()) }
-        try? handle?.close()
-        handle = nil
-        return error
-    }
-
-    /// Moves the partial file where it survives the task, for resume data; nil when that fails.
-    func keep() -> URL? {
-        let kept = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-resume-\(UUID().uuidString)")
-        guard (try? FileManager.default.moveItem(at: url, to: kept)) != nil else { return nil }
-        url = kept
-        self.kept = true
-        return kept
-    }
-
-    /// Deletes the file if it is still there (not moved to a destination or kept for resuming).
-    func remove() {
-        if !kept { try? FileManager.default.removeItem(at: url) }
+        if finalError == nil { progress.didSucceed() }
+        completionDelivery.deliver(task: task, data: data, fileURL: fileURL, error: finalError)
     }
 }
