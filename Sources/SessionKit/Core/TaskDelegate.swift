@@ -37,7 +37,7 @@ final class TaskDelegate: @unchecked Sendable {
     var downloadProgress: Progress { progress.download }
 
     private let progress: TaskProgress
-    private let sink: any BodySink
+    private let sink: LimitedBodySink
     private let destination: DownloadDestination
     private let completionDelivery: CompletionDelivery
     private let forcedError: NSError?
@@ -86,6 +86,7 @@ final class TaskDelegate: @unchecked Sendable {
         onConsumed: ((Int) -> Void)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: Observation? = nil,
+        bodyLimits: ResponseBodyLimits = .default,
         control: TaskControl,
         completion: @escaping (TaskOutcome) -> Void
     ) {
@@ -95,17 +96,24 @@ final class TaskDelegate: @unchecked Sendable {
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
         self.onConsumed = onConsumed
+        let url = task.originalRequest?.url
         if let resumingFile {
-            sink = FileBodySink(
-                file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
-                managerDestination: managerDestination)
+            sink = LimitedBodySink(
+                FileBodySink(file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
+                             managerDestination: managerDestination),
+                limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if streamsBodyToFile {
-            sink = FileBodySink(file: BodyFile(), task: task, managerDestination: managerDestination)
+            sink = LimitedBodySink(
+                FileBodySink(file: BodyFile(), task: task, managerDestination: managerDestination),
+                limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if let streamSink {
-            sink = StreamBodySink(streamSink)
+            sink = LimitedBodySink(StreamBodySink(streamSink), limit: bodyLimits.maximumStreamed,
+                                   name: "the streamed-body limit", url: url)
         } else {
-            sink = MemoryBodySink()
+            sink = LimitedBodySink(MemoryBodySink(), limit: bodyLimits.maximumInMemory, name: "the in-memory limit",
+                                   url: url)
         }
+        self.bodyKind = resumingFile != nil || streamsBodyToFile ? .file : (streamSink != nil ? .stream : .memory)
         progress = TaskProgress(
             task: task, uploadLength: uploadLength, control: control,
             uploadHandler: uploadProgressHandler, downloadHandler: downloadProgressHandler)
@@ -143,6 +151,19 @@ final class TaskDelegate: @unchecked Sendable {
         sink.produceResumeData(handler)
     }
 
+    /// Where the body goes, for the limit that applies to it.
+    private enum BodyKind { case memory, file, stream }
+    private let bodyKind: BodyKind
+
+    /// Applies `limits` to this task's body (before it arrives).
+    func setBodyLimits(_ limits: ResponseBodyLimits) {
+        switch bodyKind {
+        case .memory: sink.setLimit(limits.maximumInMemory)
+        case .file: sink.setLimit(limits.maximumToFile)
+        case .stream: sink.setLimit(limits.maximumStreamed)
+        }
+    }
+
     /// A chunk of the body arrived.
     func didReceive(data: Data) {
         guard lock.withLock({ lifecycle.acceptsData }) else {
@@ -156,7 +177,7 @@ final class TaskDelegate: @unchecked Sendable {
         case .handedOver:
             break  // consumed when its reader takes it, not when it is queued for the reader
         case .refused:
-            task.cancel()  // the disk refused the bytes: the completion reports the write error
+            task.cancel()  // the disk refused the bytes, or a body limit: the completion reports why
             onConsumed?(data.count)
         case .stored:
             progress.didReceiveBody(count: data.count)

@@ -280,6 +280,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         set { settings.write { $0.responseBodyLimits = newValue } }
     }
 
+    /// Overrides ``responseBodyLimits`` for one task of this manager, before it is resumed (the size limits; the
+    /// decompression limits are the manager's).
+    public func setResponseBodyLimits(_ limits: ResponseBodyLimits, for task: URLSessionTask) {
+        registry.delegate(for: task)?.setBodyLimits(limits)
+    }
+
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
     ///
     /// `URLSessionConfiguration` on Linux has no `tlsMinimumSupportedProtocolVersion`, so the manager carries it. The
@@ -603,7 +609,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
-            streamSink: streamSink, observation: observation,
+            streamSink: streamSink, observation: observation, bodyLimits: limits,
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }

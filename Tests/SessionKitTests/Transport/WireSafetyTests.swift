@@ -208,6 +208,58 @@ final class WireSafetyTests: XCTestCase {
         XCTAssertEqual(code(second), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: second))")
     }
 
+    func testAnEndlessBodyStopsAtTheInMemoryLimitOnBothTransportsAndKeepsNothing() async throws {
+        let head = Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        let chunk = Data(("10000\r\n" + String(repeating: "x", count: 0x10000) + "\r\n").utf8)
+        let server = try await start { _ in .endless(head: head, chunk: chunk) }
+        for transport in Transport.allCases {
+            let manager = manager(timeout: 10, transport: transport)
+            manager.responseBodyLimits.maximumInMemory = 8 << 20
+            let completions = CallCounter()
+            let outcome: (Any?, Error?) = try await awaitCallback(timeout: 60) { done in
+                manager.dataTask(with: URLRequest(url: server.url("/endless")), completionHandler: { _, object, error in
+                    completions.increment()
+                    done((object, error))
+                }).resume()
+            }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            XCTAssertEqual(completions.count, 1)
+            XCTAssertEqual(code(outcome.1), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(transport): \(String(describing: outcome.1))")
+            XCTAssertTrue((outcome.1 as NSError?)?.localizedDescription.contains("in-memory limit") == true)
+            XCTAssertNil(outcome.0, "no partial body")
+        }
+    }
+
+    func testLimitsPerTaskForDownloadsAndStreams() async throws {
+        let body = String(repeating: "y", count: 300_000)
+        let server = try await start { _ in .respond(RawFaultServer.response(body: body)) }
+        let manager = HTTPSessionManager(baseURL: server.url())
+        manager.responseSerializer = HTTPResponseSerializer()
+        manager.responseBodyLimits = ResponseBodyLimits(maximumInMemory: 100_000, maximumToFile: 100_000, maximumStreamed: 100_000)
+        // One task may lift the manager's limit.
+        let lifted: Error? = try await awaitCallback { done in
+            let task = manager.dataTask(with: URLRequest(url: server.url("/lifted")), completionHandler: { _, _, error in done(error) })
+            manager.setResponseBodyLimits(ResponseBodyLimits(maximumInMemory: nil), for: task)
+            task.resume()
+        }
+        XCTAssertNil(lifted)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-limit-\(UUID().uuidString)")
+        let download: (URL?, Error?) = try await awaitCallback { done in
+            manager.downloadTask(with: URLRequest(url: server.url("/file")), destination: { _, _ in destination },
+                                 completionHandler: { _, url, error in done((url, error)) }).resume()
+        }
+        XCTAssertEqual(code(download.1), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: download.1))")
+        XCTAssertNil((download.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData], "no resume data for a refused body")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
+        do {
+            let streamed = try await manager.stream("/stream")
+            for try await _ in streamed.body {}
+            XCTFail("the stream crossed its limit")
+        } catch {
+            XCTAssertEqual(code(error), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(error)")
+        }
+    }
+
     // MARK: - TLS floor
 
     func testTLSOlderThan12IsRefusedByDefault() async throws {
