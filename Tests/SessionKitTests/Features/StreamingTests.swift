@@ -81,8 +81,10 @@ final class StreamingTests: LoopbackTestCase {
         try await Task.sleep(nanoseconds: 300_000_000)
         reader.cancel()
         do {
-            _ = try await reader.value
-            XCTFail("cancelled")
+            // Swift's unfolding AsyncThrowingStream ends (nil) when its task is cancelled between two reads, and
+            // throws when the cancellation lands during one: either way the reader stops before the body's end.
+            let count = try await reader.value
+            XCTAssertLessThan(count, 100, "the reader was cancelled before the body ended")
         } catch {}
         for _ in 0..<200 where !manager.tasks.isEmpty { try await Task.sleep(nanoseconds: 10_000_000) }
         XCTAssertTrue(manager.tasks.isEmpty, "the request ended with its reader")
