@@ -21,8 +21,9 @@ import FoundationNetworking
 /// use, and classes added with ``registerClass(_:)``), no cycle, a root of the requested type. Only then is it
 /// decoded, by SessionKit's own `ArchiveDecoder` rather than `NSKeyedUnarchiver` (which on Linux can still stop the
 /// process on a damaged archive that passes the check): one shared allow-list for every key, a type check on every
-/// field, errors recorded instead of raised. Every failure is a ``SecureArchiveError``. Archives are written by
-/// Foundation's `NSKeyedArchiver`, so they stay ordinary keyed archives.
+/// field, errors recorded instead of raised. Arrays and dictionaries nested more than 500 deep in the archive's
+/// property list are refused as malformed, without recursion. Every failure is a ``SecureArchiveError``. Archives
+/// are written by Foundation's `NSKeyedArchiver`, so they stay ordinary keyed archives.
 public enum SecureArchive {
     /// The Foundation classes SessionKit's archives hold.
     static let foundationClasses: [AnyClass] = [

@@ -12,7 +12,7 @@ import Foundation
 /// `["CF$UID": Int]`, as Foundation writes it in XML. Sets and dictionary keys that are not strings are refused.
 enum BinaryPropertyListReader {
     /// How deep arrays and dictionaries may nest.
-    static let maximumDepth = 512
+    static let maximumDepth = NestingLimit.maximumDepth
 
     /// Whether `data` starts like a binary property list.
     static func isBinaryPropertyList(_ data: Data) -> Bool {
@@ -31,7 +31,7 @@ enum BinaryPropertyListReader {
     static func read(_ data: Data, uidsAsDictionaries: Bool = true) throws -> Any {
         var reader = try Reader([UInt8](data))
         reader.uidsAsDictionaries = uidsAsDictionaries
-        return try reader.object(reader.topObject, depth: 0)
+        return try reader.object(reader.topObject)
     }
 
     private typealias Refusal = PropertyListReader.Refusal
@@ -73,20 +73,86 @@ enum BinaryPropertyListReader {
             onPath = Array(repeating: false, count: objectCount)
         }
 
-        /// Object number `index`, built once.
-        mutating func object(_ index: Int, depth: Int) throws -> Any {
-            guard index < offsets.count else { throw Refusal("reference out of range") }
-            if let cached = cache[index] { return cached }
-            guard !onPath[index] else { throw Refusal("cycle") }
-            guard depth < maximumDepth else { throw Refusal("nested too deeply") }
-            onPath[index] = true
-            defer { onPath[index] = false }
-            let value = try decode(at: offsets[index], depth: depth)
-            cache[index] = value
-            return value
+        /// What the bytes of one object hold: a value, or a container and the references of its members.
+        private enum Decoded {
+            case value(Any)
+            case array([Int])
+            /// The keys' references, then the values'.
+            case dictionary([Int])
         }
 
-        private mutating func decode(at offset: Int, depth: Int) throws -> Any {
+        /// A container whose members are being built.
+        private struct Container {
+            let index: Int
+            let isArray: Bool
+            let references: [Int]
+            var members: [Any] = []
+
+            /// The array or dictionary of the members built.
+            func build() throws -> Any {
+                if isArray { return members }
+                let count = members.count / 2
+                var dictionary: [String: Any] = [:]
+                dictionary.reserveCapacity(count)
+                for index in 0..<count {
+                    guard let key = members[index] as? String else { throw Refusal("a dictionary key that is not a string") }
+                    dictionary[key] = members[count + index]
+                }
+                return dictionary
+            }
+        }
+
+        /// Object number `index`, each object built once; containers are walked with a stack of their own rather
+        /// than by recursion, so that deep nesting cannot overflow the thread's stack.
+        mutating func object(_ root: Int) throws -> Any {
+            var open: [Container] = []
+            var next: Int? = root
+            while true {
+                var finished: Any?
+                if let index = next {
+                    next = nil
+                    guard index < offsets.count else { throw Refusal("reference out of range") }
+                    if let cached = cache[index] {
+                        finished = cached
+                    } else {
+                        guard !onPath[index] else { throw Refusal("cycle") }
+                        switch try decode(at: offsets[index]) {
+                        case .value(let value):
+                            cache[index] = value
+                            finished = value
+                        case .array(let references):
+                            try openContainer(Container(index: index, isArray: true, references: references), in: &open)
+                        case .dictionary(let references):
+                            try openContainer(Container(index: index, isArray: false, references: references), in: &open)
+                        }
+                    }
+                } else if let last = open.indices.last {
+                    if open[last].members.count < open[last].references.count {
+                        next = open[last].references[open[last].members.count]
+                        continue
+                    }
+                    let container = open.removeLast()
+                    onPath[container.index] = false
+                    let value = try container.build()
+                    cache[container.index] = value
+                    finished = value
+                }
+                if let value = finished {
+                    guard let last = open.indices.last else { return value }
+                    open[last].members.append(value)
+                }
+            }
+        }
+
+        /// Starts reading the members of `container`, refused beyond ``maximumDepth`` containers.
+        private mutating func openContainer(_ container: Container, in open: inout [Container]) throws {
+            guard open.count < maximumDepth else { throw Refusal("nested more deeply than \(maximumDepth) levels") }
+            onPath[container.index] = true
+            open.append(container)
+        }
+
+        /// The value or container at `offset`.
+        private mutating func decode(at offset: Int) throws -> Decoded {
             let marker = bytes[offset]
             let low = Int(marker & 0x0F)
             var cursor = offset + 1
@@ -110,53 +176,42 @@ enum BinaryPropertyListReader {
             switch marker >> 4 {
             case 0x0:
                 switch low {
-                case 0x00: return NSNull()
-                case 0x08: return false
-                case 0x09: return true
+                case 0x00: return .value(NSNull())
+                case 0x08: return .value(false)
+                case 0x09: return .value(true)
                 default: throw Refusal("unknown marker")
                 }
             case 0x1:
                 guard low <= 4 else { throw Refusal("integer too wide") }
-                return try Self.signedInteger(take(1 << low))
+                return .value(try Self.signedInteger(take(1 << low)))
             case 0x2:
                 guard low == 2 || low == 3 else { throw Refusal("bad real") }
                 let raw = try take(1 << low).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                return low == 2 ? Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw))) : Double(bitPattern: raw)
+                return .value(low == 2 ? Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw))) : Double(bitPattern: raw))
             case 0x3:
                 guard low == 3 else { throw Refusal("bad date") }
                 let raw = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 let seconds = Double(bitPattern: raw)
                 guard seconds.isFinite else { throw Refusal("bad date") }
-                return Date(timeIntervalSinceReferenceDate: seconds)
+                return .value(Date(timeIntervalSinceReferenceDate: seconds))
             case 0x4:
-                return Data(try take(try length()))
+                return .value(Data(try take(try length())))
             case 0x5:
-                return String(decoding: try take(try length()), as: UTF8.self)
+                return .value(String(decoding: try take(try length()), as: UTF8.self))
             case 0x6:
                 let count = try length()
                 guard count <= (end - cursor) / 2 else { throw Refusal("string runs past the table") }
                 let raw = try take(count * 2)
                 let units = stride(from: raw.startIndex, to: raw.endIndex, by: 2).map { UInt16(raw[$0]) << 8 | UInt16(raw[$0 + 1]) }
-                return String(decoding: units, as: UTF16.self)
+                return .value(String(decoding: units, as: UTF16.self))
             case 0x8:
                 let value = try take(low + 1).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
                 guard value <= UInt64(Int32.max) else { throw Refusal("UID too large") }
-                return uidsAsDictionaries ? ["CF$UID": Int(value)] as [String: Any] : UID(value: Int(value))
+                return .value(uidsAsDictionaries ? ["CF$UID": Int(value)] as [String: Any] : UID(value: Int(value)))
             case 0xA:
-                let references = try referenceList(count: try length(), cursor: &cursor)
-                return try references.map { try object($0, depth: depth + 1) }
+                return .array(try referenceList(count: try length(), cursor: &cursor))
             case 0xD:
-                let count = try length()
-                let references = try referenceList(count: count * 2, cursor: &cursor)
-                var dictionary: [String: Any] = [:]
-                dictionary.reserveCapacity(count)
-                for index in 0..<count {
-                    guard let key = try object(references[index], depth: depth + 1) as? String else {
-                        throw Refusal("a dictionary key that is not a string")
-                    }
-                    dictionary[key] = try object(references[count + index], depth: depth + 1)
-                }
-                return dictionary
+                return .dictionary(try referenceList(count: try length() * 2, cursor: &cursor))
             case 0xC:
                 // Foundation on Linux crashes bridging some sets; response bodies have no use for them.
                 throw Refusal("sets are not accepted")

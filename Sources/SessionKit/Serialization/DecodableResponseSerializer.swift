@@ -27,8 +27,20 @@ public final class DecodableResponseSerializer<T: Decodable>: URLResponseSeriali
     /// Validates the response and returns the decoded `T`, typed.
     public func decode(response: URLResponse?, data: Data?) throws -> T {
         try validator.validate(response: response as? HTTPURLResponse, data: data)
+        // `JSONDecoder` and `T`'s own `init(from:)` recurse as deep as the JSON nests: the depth is measured first,
+        // and a deep body within the limit is decoded on a thread with a large stack.
+        let body = data ?? Data()
+        let depth = NestingLimit.depth(ofJSON: body)
+        guard depth <= NestingLimit.maximumDepth else {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData, "Cannot decode \(T.self): " + NestingLimit.reason("the response body is"),
+                response: response, data: data)
+        }
+        let decoder = self.decoder
         do {
-            return try decoder.decode(T.self, from: data ?? Data())
+            return try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
+                try decoder.decode(T.self, from: body)
+            }
         } catch let error as DecodingError {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, "Cannot decode \(T.self): \(Self.describe(error))",

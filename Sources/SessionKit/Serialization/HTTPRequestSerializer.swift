@@ -203,9 +203,18 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     }
 
     /// The query string for `parameters` (AFNetworking's `AFQueryStringFromParameters`).
+    ///
+    /// Parameters nested more deeply than ``maximumNestingDepth`` give an empty string; the request-building
+    /// methods throw for them instead.
     public static func queryString(from parameters: [String: Any]) -> String {
-        QueryStringEncoding.queryString(from: parameters)
+        (try? QueryStringEncoding.queryString(from: parameters)) ?? ""
     }
+
+    /// How many arrays, dictionaries and sets of parameters (or values of an `Encodable` parameter) may nest, one
+    /// inside the other: 500, below the 512 levels `JSONSerialization` itself accepts. Deeper parameters fail with an
+    /// error in ``SessionKitError/requestSerializationDomain`` instead of overflowing the stack of the calling thread,
+    /// whatever its size.
+    public static let maximumNestingDepth = NestingLimit.maximumDepth
 
     // MARK: - Building requests
 
@@ -260,7 +269,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
             if let custom {
                 query = try custom(request, parameters)
             } else {
-                query = QueryStringEncoding.queryString(from: try Self.propertyListValue(parameters))
+                query = try QueryStringEncoding.queryString(from: try Self.propertyListValue(parameters))
             }
         }
 
@@ -299,7 +308,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         request.httpBody = nil
         let form = MultipartFormBody()
         if let parameters {
-            for pair in QueryStringEncoding.pairs(key: nil, value: try Self.propertyListValue(parameters)) {
+            for pair in try QueryStringEncoding.pairs(key: nil, value: try Self.propertyListValue(parameters)) {
                 let text = pair.value.map { QueryStringEncoding.text(of: $0) } ?? ""
                 guard let data = text.data(using: stringEncoding) else {
                     throw SessionKitError.requestSerialization(
@@ -371,19 +380,30 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     /// `parameters` as dictionaries, arrays and scalars: unchanged when it already is one, encoded through
     /// `JSONEncoder` when it is another `Encodable` value (so a struct follows the same rules as a dictionary).
     ///
-    /// - Throws: A request-serialization error when the value cannot be encoded.
+    /// - Throws: A request-serialization error when the value cannot be encoded, or when it nests more deeply than
+    ///   ``maximumNestingDepth`` (checked before `JSONEncoder`, which recurses, sees it).
     static func propertyListValue(_ parameters: Any) throws -> Any {
         if parameters is [AnyHashable: Any] || parameters is [Any] || parameters is NSSet || parameters is Set<AnyHashable> {
             return parameters
         }
         guard let encodable = parameters as? any Encodable else { return parameters }
-        do {
-            let data = try JSONEncoder().encode(encodable)
-            return try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
-        } catch {
-            throw SessionKitError.requestSerialization(
-                .cannotDecodeRawData, "The parameters of type \(type(of: parameters)) cannot be encoded: \(error)",
-                underlying: error)
+        let typeName = "\(type(of: parameters))"
+        // `JSONEncoder` recurses as deep as the value: a deep value is measured to the limit, then encoded, on a
+        // thread with a large stack.
+        let deep = NestingProbe.exceeded(by: encodable, limit: NestingLimit.largeStackThreshold)
+        return try NestingLimit.onLargeStack(if: deep) {
+            guard !deep || !NestingProbe.exceeded(by: encodable, limit: NestingLimit.maximumDepth) else {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeRawData, NestingLimit.reason("The parameters of type \(typeName) are"))
+            }
+            do {
+                let data = try JSONEncoder().encode(encodable)
+                return try JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])
+            } catch {
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeRawData, "The parameters of type \(typeName) cannot be encoded: \(error)",
+                    underlying: error)
+            }
         }
     }
 

@@ -65,6 +65,12 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         return copy
     }
 
+    /// How many arrays and dictionaries of a body may nest, one inside the other, for the decoding serializers
+    /// (JSON, property list, `Decodable`): 500, as for ``SecureArchive``. A deeper body fails with `-1016` in
+    /// ``SessionKitError/responseSerializationDomain``, carrying the response and body, instead of overflowing the
+    /// stack of the decoding thread, whatever its size.
+    public static let maximumNestingDepth = NestingLimit.maximumDepth
+
     /// The statuses that pass validation; nil accepts all. Default 200–299.
     public var acceptableStatusCodes: IndexSet? {
         get { settings.read { $0.acceptableStatusCodes } }

@@ -45,21 +45,29 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
     /// Encodes `parameters` as JSON into the body, or into the query for URI methods.
     ///
     /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` is not
-    ///   a valid JSON object.
+    ///   a valid JSON object or nests more deeply than ``HTTPRequestSerializer/maximumNestingDepth``.
     open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
         -> URLRequest
     {
         let options = writingOptions
         return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/json") { value in
-            guard JSONSerialization.isValidJSONObject(value) else {
-                throw SessionKitError.requestSerialization(
-                    .cannotDecodeContentData, "The `parameters` argument is not valid JSON.")
+            // `JSONSerialization` recurses without bound: the depth is measured first, without recursion, and a deep
+            // value within the limit is written on a thread with a large stack.
+            let depth = NestingLimit.depth(of: value)
+            guard depth <= NestingLimit.maximumDepth else {
+                throw SessionKitError.requestSerialization(.cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
             }
-            do {
-                return try JSONSerialization.data(withJSONObject: value, options: options)
-            } catch {
-                throw SessionKitError.requestSerialization(
-                    .cannotDecodeContentData, "The `parameters` argument is not valid JSON.", underlying: error)
+            return try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
+                guard JSONSerialization.isValidJSONObject(value) else {
+                    throw SessionKitError.requestSerialization(
+                        .cannotDecodeContentData, "The `parameters` argument is not valid JSON.")
+                }
+                do {
+                    return try JSONSerialization.data(withJSONObject: value, options: options)
+                } catch {
+                    throw SessionKitError.requestSerialization(
+                        .cannotDecodeContentData, "The `parameters` argument is not valid JSON.", underlying: error)
+                }
             }
         }
     }

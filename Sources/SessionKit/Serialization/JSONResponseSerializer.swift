@@ -80,9 +80,19 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
         }) else { return nil }
 
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
+        // `JSONSerialization` parses by recursion: the depth is measured first, on the bytes, and a deep body within
+        // the limit is parsed on a thread with a large stack.
+        let depth = NestingLimit.depth(ofJSON: data)
+        guard depth <= NestingLimit.maximumDepth else {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData, NestingLimit.reason("The response body is"),
+                response: response, data: data, underlying: validationError)
+        }
         let object: Any
         do {
-            object = try JSONSerialization.jsonObject(with: data, options: readingOptions)
+            object = try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
+                try JSONSerialization.jsonObject(with: data, options: readingOptions)
+            }
         } catch {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData,
@@ -96,16 +106,55 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
 
     /// `object` with every `null` removed, through nested dictionaries and arrays: a dictionary loses the keys whose
     /// value is `null` and an array its `null` elements, as AFNetworking's `AFJSONObjectByRemovingKeysWithNullValues`.
+    ///
+    /// The walk keeps its own stack of the containers being rebuilt rather than recursing.
     static func removingNullValues(from object: Any) -> Any {
-        if let array = object as? [Any] {
-            return array.filter { !($0 is NSNull) }.map { removingNullValues(from: $0) }
-        }
-        if let dictionary = object as? [String: Any] {
-            var result: [String: Any] = [:]
-            for (key, value) in dictionary where !(value is NSNull) {
-                result[key] = removingNullValues(from: value)
+        /// A container being rebuilt: its members left after the `null`s, and those already rebuilt.
+        struct Container {
+            let isArray: Bool
+            let members: [(key: String, value: Any)]
+            var rebuilt: [(key: String, value: Any)] = []
+
+            init?(_ object: Any) {
+                if let array = object as? [Any] {
+                    isArray = true
+                    members = array.filter { !isNull($0) }.map { (key: "", value: $0) }
+                } else if let dictionary = object as? [String: Any] {
+                    isArray = false
+                    members = dictionary.filter { !isNull($0.value) }.map { (key: $0.key, value: $0.value) }
+                } else {
+                    return nil
+                }
             }
-            return result
+
+            var value: Any {
+                if isArray { return rebuilt.map(\.value) }
+                return Dictionary(rebuilt, uniquingKeysWith: { first, _ in first })
+            }
+        }
+
+        /// Whether `value` is `null`; a container is not asked (`is NSNull` would bridge it to `NSArray`, by recursion).
+        func isNull(_ value: Any) -> Bool {
+            !(value is [Any]) && !(value is [String: Any]) && value is NSNull
+        }
+
+        guard let root = Container(object) else { return object }
+        var open = [root]
+        while let last = open.indices.last {
+            let position = open[last].rebuilt.count
+            guard position < open[last].members.count else {
+                let finished = open.removeLast()
+                guard let parent = open.indices.last else { return finished.value }
+                let key = open[parent].members[open[parent].rebuilt.count].key
+                open[parent].rebuilt.append((key: key, value: finished.value))
+                continue
+            }
+            let member = open[last].members[position]
+            if let nested = Container(member.value) {
+                open.append(nested)
+            } else {
+                open[last].rebuilt.append(member)
+            }
         }
         return object
     }

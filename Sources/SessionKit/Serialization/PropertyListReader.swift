@@ -42,7 +42,7 @@ enum PropertyListReader {
 /// comments, processing instructions, and a `<!DOCTYPE>` without an internal subset. Everything else is refused.
 struct XMLPropertyListReader {
     /// How deep arrays and dictionaries may nest.
-    static let maximumDepth = 512
+    static let maximumDepth = NestingLimit.maximumDepth
 
     private typealias Refusal = PropertyListReader.Refusal
 
@@ -72,40 +72,80 @@ struct XMLPropertyListReader {
         if first.name == "plist" {
             guard !first.selfClosing else { throw Refusal("empty <plist>") }
             try skipMisc()
-            value = try self.value(try startTag(), depth: 0)
+            value = try self.value(try startTag())
             try skipMisc()
             try endTag("plist")
         } else {
-            value = try self.value(first, depth: 0)
+            value = try self.value(first)
         }
         try skipMisc()
         guard index == bytes.count else { throw Refusal("content after the property list") }
         return value
     }
 
-    private mutating func value(_ tag: Tag, depth: Int) throws -> Any {
-        guard depth < Self.maximumDepth else { throw Refusal("nested too deeply") }
+    /// A dictionary or array whose members are being read.
+    private struct Container {
+        let isArray: Bool
+        var array: [Any] = []
+        var dictionary: [String: Any] = [:]
+        var key = ""
+    }
+
+    /// The value that starts with `tag`, its containers read with a stack of their own rather than by recursion, so
+    /// that deep nesting cannot overflow the thread's stack.
+    private mutating func value(_ first: Tag) throws -> Any {
+        var open: [Container] = []
+        var tag = first
+        while true {
+            var finished: Any?
+            if (tag.name == "dict" || tag.name == "array") && !tag.selfClosing {
+                guard open.count < Self.maximumDepth else { throw Refusal("nested more deeply than \(Self.maximumDepth) levels") }
+                open.append(Container(isArray: tag.name == "array"))
+            } else {
+                finished = try scalar(tag)
+            }
+            // Hands each finished value to its container, closing containers that end, until the next member starts.
+            while true {
+                if let value = finished {
+                    guard !open.isEmpty else { return value }
+                    let last = open.count - 1
+                    if open[last].isArray {
+                        open[last].array.append(value)
+                    } else {
+                        open[last].dictionary[open[last].key] = value
+                    }
+                    finished = nil
+                }
+                try skipMisc()
+                let last = open.count - 1
+                if open[last].isArray {
+                    if try atEndTag("array") {
+                        finished = open.removeLast().array
+                        continue
+                    }
+                } else {
+                    if try atEndTag("dict") {
+                        finished = open.removeLast().dictionary
+                        continue
+                    }
+                    let keyTag = try startTag()
+                    guard keyTag.name == "key" else { throw Refusal("<\(keyTag.name)> where a <key> belongs") }
+                    open[last].key = keyTag.selfClosing ? "" : try text(until: "key")
+                    try skipMisc()
+                }
+                tag = try startTag()
+                break
+            }
+        }
+    }
+
+    /// A value that holds no other: a string, number, Boolean, date or data, or an empty `<dict/>` or `<array/>`.
+    private mutating func scalar(_ tag: Tag) throws -> Any {
         switch tag.name {
         case "dict":
-            var dictionary: [String: Any] = [:]
-            if tag.selfClosing { return dictionary }
-            while true {
-                try skipMisc()
-                if try atEndTag("dict") { return dictionary }
-                let keyTag = try startTag()
-                guard keyTag.name == "key" else { throw Refusal("<\(keyTag.name)> where a <key> belongs") }
-                let key = keyTag.selfClosing ? "" : try text(until: "key")
-                try skipMisc()
-                dictionary[key] = try value(try startTag(), depth: depth + 1)
-            }
+            return [String: Any]()
         case "array":
-            var array: [Any] = []
-            if tag.selfClosing { return array }
-            while true {
-                try skipMisc()
-                if try atEndTag("array") { return array }
-                array.append(try value(try startTag(), depth: depth + 1))
-            }
+            return [Any]()
         case "string":
             return tag.selfClosing ? "" : try text(until: "string")
         case "integer":

@@ -68,21 +68,30 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     /// Encodes `parameters` as a property list into the body, or into the query for URI methods.
     ///
     /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` cannot be
-    ///   written as a property list (a null value, say).
+    ///   written as a property list (a null value, say) or nests more deeply than
+    ///   ``HTTPRequestSerializer/maximumNestingDepth``.
     open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
         -> URLRequest
     {
         let (format, writeOptions) = options.read { ($0.format, $0.writeOptions) }
         return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/x-plist") { value in
-            guard PropertyListSerialization.propertyList(value, isValidFor: format) else {
-                throw SessionKitError.requestSerialization(
-                    .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
+            // `PropertyListSerialization` recurses without bound: the depth is measured first, without recursion,
+            // and a deep value within the limit is written on a thread with a large stack.
+            let depth = NestingLimit.depth(of: value)
+            guard depth <= NestingLimit.maximumDepth else {
+                throw SessionKitError.requestSerialization(.cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
             }
-            do {
-                return try PropertyListSerialization.data(fromPropertyList: value, format: format, options: writeOptions)
-            } catch {
-                throw SessionKitError.requestSerialization(
-                    .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
+            return try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
+                guard PropertyListSerialization.propertyList(value, isValidFor: format) else {
+                    throw SessionKitError.requestSerialization(
+                        .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
+                }
+                do {
+                    return try PropertyListSerialization.data(fromPropertyList: value, format: format, options: writeOptions)
+                } catch {
+                    throw SessionKitError.requestSerialization(
+                        .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
+                }
             }
         }
     }

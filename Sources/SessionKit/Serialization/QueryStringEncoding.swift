@@ -25,8 +25,11 @@ enum QueryStringEncoding {
     }
 
     /// The query string for `parameters`, pairs joined by `&`.
-    static func queryString(from parameters: Any) -> String {
-        pairs(key: nil, value: parameters).map(\.encoded).joined(separator: "&")
+    ///
+    /// - Throws: A request-serialization error when collections nest more deeply than
+    ///   ``NestingLimit/maximumDepth``.
+    static func queryString(from parameters: Any) throws -> String {
+        try pairs(key: nil, value: parameters).map(\.encoded).joined(separator: "&")
     }
 
     /// One key and its value, before escaping.
@@ -42,28 +45,48 @@ enum QueryStringEncoding {
     }
 
     /// Flattens `value` under `key` into pairs, in AFNetworking's order.
-    static func pairs(key: String?, value: Any?) -> [Pair] {
+    ///
+    /// The walk keeps its own stack rather than recursing, so that deep input cannot overflow the thread's.
+    ///
+    /// - Throws: A request-serialization error when collections nest more deeply than
+    ///   ``NestingLimit/maximumDepth``.
+    static func pairs(key: String?, value: Any?) throws -> [Pair] {
+        var result: [Pair] = []
+        // Entries still to flatten, the next one last; `depth` counts the collections around the entry.
+        var pending: [(key: String?, value: Any?, depth: Int)] = [(key, value, 0)]
+        while let (key, value, depth) = pending.popLast() {
+            guard let members = members(key: key, value: value) else {
+                // A top-level value that is not a collection is a pair with an empty key, "=value", as in AFNetworking.
+                result.append(Pair(key: key ?? "", value: value))
+                continue
+            }
+            guard depth < NestingLimit.maximumDepth else {
+                throw SessionKitError.requestSerialization(.cannotDecodeRawData, NestingLimit.reason("The parameters are"))
+            }
+            pending += members.reversed().map { ($0.key, $0.value, depth + 1) }
+        }
+        return result
+    }
+
+    /// The keys and values a collection flattens into, in order, or nil when `value` is not a collection.
+    private static func members(key: String?, value: Any?) -> [(key: String?, value: Any?)]? {
         if let dictionary = value as? [AnyHashable: Any] {
             let sortedKeys = dictionary.keys.sorted { "\($0.base)" < "\($1.base)" }
-            return sortedKeys.flatMap { nestedKey -> [Pair] in
+            return sortedKeys.map { nestedKey in
                 let name = "\(nestedKey.base)"
-                let nestedValue = dictionary[nestedKey]
-                return pairs(key: key.map { "\($0)[\(name)]" } ?? name, value: nestedValue)
+                return (key.map { "\($0)[\(name)]" } ?? name, dictionary[nestedKey])
             }
         }
         if let array = value as? [Any] {
-            return array.flatMap { pairs(key: key.map { "\($0)[]" }, value: $0) }
+            return array.map { (key.map { "\($0)[]" }, $0) }
         }
         if let set = value as? Set<AnyHashable> {
-            let sorted = set.sorted { "\($0.base)" < "\($1.base)" }
-            return sorted.flatMap { pairs(key: key, value: $0.base) }
+            return set.sorted { "\($0.base)" < "\($1.base)" }.map { (key, $0.base) }
         }
         if let set = value as? NSSet {
-            let sorted = set.allObjects.sorted { "\($0)" < "\($1)" }
-            return sorted.flatMap { pairs(key: key, value: $0) }
+            return set.allObjects.sorted { "\($0)" < "\($1)" }.map { (key, $0) }
         }
-        // A top-level value that is not a collection is a pair with an empty key, "=value", as in AFNetworking.
-        return [Pair(key: key ?? "", value: value)]
+        return nil
     }
 
     /// The text of a scalar value: `1`/`0` for a Boolean, `description` otherwise.

@@ -113,7 +113,7 @@ final class PropertyListReaderTests: XCTestCase {
         bytes += [0, 0, 0, 0, 0, 0, 2, 2]
         for value in [600, 0, table] { bytes += (0..<8).reversed().map { UInt8((value >> ($0 * 8)) & 0xff) } }
         XCTAssertThrowsError(try read(Data(bytes))) {
-            XCTAssertTrue(($0 as NSError).localizedDescription.contains("nested too deeply"), ($0 as NSError).localizedDescription)
+            XCTAssertTrue(($0 as NSError).localizedDescription.contains("nested more deeply than"), ($0 as NSError).localizedDescription)
         }
     }
 
