@@ -51,12 +51,18 @@ public struct Certificate: Hashable, Sendable {
     }
 
     /// Reads the fields of an OpenSSL certificate (not freed here).
-    init(x509: OpaquePointer) throws {
+    /// The DER encoding of an OpenSSL certificate, without reading its fields (the handshake needs only that).
+    static func der(of x509: OpaquePointer) -> Data? {
         var derPointer: UnsafeMutablePointer<UInt8>?
         let derLength = i2d_X509(x509, &derPointer)
-        guard derLength > 0, let derPointer else { throw ParseError(description: "cannot encode the certificate") }
-        der = Data(bytes: derPointer, count: Int(derLength))
-        sk_openssl_free(derPointer)
+        guard derLength > 0, let derPointer else { return nil }
+        defer { sk_openssl_free(derPointer) }
+        return Data(bytes: derPointer, count: Int(derLength))
+    }
+
+    init(x509: OpaquePointer) throws {
+        guard let der = Self.der(of: x509) else { throw ParseError(description: "cannot encode the certificate") }
+        self.der = der
 
         if let line = X509_NAME_oneline(X509_get_subject_name(x509), nil, 0) {
             subject = String(cString: line)

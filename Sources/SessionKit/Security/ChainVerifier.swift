@@ -108,13 +108,53 @@ enum ChainVerifier {
         }
     }
 
-    /// An OpenSSL certificate from DER, owned by the caller; nil for bad bytes.
+    /// An OpenSSL certificate from DER, owned by the caller (a reference of its own); nil for bad bytes.
+    ///
+    /// Parsing is the dearest part of a verification with OpenSSL 3 (`d2i_X509` decodes the public key through its
+    /// provider machinery: about a million instructions a certificate), and the same chains and pins come back at
+    /// every handshake, so parsed certificates are kept in a small cache keyed by their bytes.
     private static func parse(_ der: Data) -> OpaquePointer? {
+        if let cached = ParsedCertificates.shared.certificate(for: der) { return cached }
         let x509: OpaquePointer? = der.withUnsafeBytes { raw in
             var pointer = raw.bindMemory(to: UInt8.self).baseAddress
             return d2i_X509(nil, &pointer, raw.count)
         }
-        if x509 == nil { ERR_clear_error() }
+        guard let x509 else {
+            ERR_clear_error()
+            return nil
+        }
+        ParsedCertificates.shared.keep(x509, for: der)
         return x509
+    }
+
+    /// Certificates parsed lately, by their DER bytes; each entry holds a reference of its own.
+    private final class ParsedCertificates: @unchecked Sendable {
+        // @unchecked Sendable: `entries` is a `Protected` box; OpenSSL's X509 reference counts are atomic.
+        static let shared = ParsedCertificates()
+        private static let capacity = 64
+        private let entries = Protected<[Data: OpaquePointer]>([:])
+
+        /// The certificate for `der` with a new reference for the caller, if it is cached.
+        func certificate(for der: Data) -> OpaquePointer? {
+            entries.read { entries in
+                guard let x509 = entries[der], X509_up_ref(x509) == 1 else { return nil }
+                return x509
+            }
+        }
+
+        /// Keeps `x509` (the caller keeps its own reference); the cache is emptied when full.
+        func keep(_ x509: OpaquePointer, for der: Data) {
+            guard X509_up_ref(x509) == 1 else { return }
+            let evicted = entries.write { entries -> [OpaquePointer] in
+                var evicted: [OpaquePointer] = []
+                if entries.count >= Self.capacity {
+                    evicted = Array(entries.values)
+                    entries.removeAll()
+                }
+                if let previous = entries.updateValue(x509, forKey: der) { evicted.append(previous) }
+                return evicted
+            }
+            evicted.forEach { X509_free($0) }
+        }
     }
 }

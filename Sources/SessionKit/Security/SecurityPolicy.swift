@@ -150,8 +150,11 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     func decide(_ serverTrust: ServerTrust, forDomain domain: String?) -> Refusal? {
         let settings = self.settings.wrappedValue
         let certificatePins = settings.pinnedCertificates
-        let keyPins = settings.pinnedPublicKeyHashes.union(
-            certificatePins.compactMap { try? Certificate(der: $0).publicKeyPin })
+        // Key pins only matter in public-key mode: parsing every pinned certificate at every handshake for nothing
+        // cost more than the rest of the decision (OpenSSL 3 parses slowly).
+        let keyPins = pinningMode == .publicKey
+            ? settings.pinnedPublicKeyHashes.union(certificatePins.compactMap { Self.publicKeyPin(of: $0) })
+            : settings.pinnedPublicKeyHashes
         let hasPins = pinningMode == .certificate ? !certificatePins.isEmpty : !keyPins.isEmpty
 
         if domain != nil, settings.allowInvalidCertificates, settings.validatesDomainName,
@@ -162,7 +165,10 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         }
         let checkedDomain = settings.validatesDomainName ? domain : nil
         let chain = serverTrust.certificateChain
-        let systemOutcome = ChainVerifier.verify(
+        // Verified against the system store (or the given anchors) only when the answer matters: a policy that
+        // allows invalid certificates and pins certificates never looks at it, and a verification checks every
+        // signature of the chain again.
+        lazy var systemOutcome = ChainVerifier.verify(
             chain: chain, anchors: serverTrust.anchors, domain: checkedDomain, date: serverTrust.verificationDate)
 
         if pinningMode == .none {
@@ -199,12 +205,26 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
                 if built.isTrusted { candidates = built.builtChain }
             }
             let pinned = candidates.contains { der in
-                guard let pin = try? Certificate(der: der).publicKeyPin else { return false }
+                guard let pin = Self.publicKeyPin(of: der) else { return false }
                 return keyPins.contains(pin)
             }
             return pinned ? nil : noPin
         }
     }
+
+    /// The `sha256/…` pin of the public key of the certificate `der`, remembered for the certificates seen lately
+    /// (the same chains come back at every handshake); nil for bytes that are not a certificate.
+    static func publicKeyPin(of der: Data) -> String? {
+        if let pin = publicKeyPins.read({ $0[der] }) { return pin }
+        guard let pin = try? Certificate(der: der).publicKeyPin else { return nil }
+        publicKeyPins.write { pins in
+            if pins.count >= 64 { pins.removeAll() }
+            pins[der] = pin
+        }
+        return pin
+    }
+
+    private static let publicKeyPins = Protected<[Data: String]>([:])
 
     /// A text equal for two policies exactly when they decide alike: mode, flags and pins.
     var configurationKey: String {

@@ -356,14 +356,14 @@ final class CurlTransfer: @unchecked Sendable {
         guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
         var chain: [Data] = []
-        if let leaf = X509_STORE_CTX_get0_cert(store), let certificate = try? Certificate(x509: leaf) {
-            chain.append(certificate.der)
+        if let leaf = X509_STORE_CTX_get0_cert(store), let der = Certificate.der(of: leaf) {
+            chain.append(der)
         }
         if let untrusted = X509_STORE_CTX_get0_untrusted(store) {
             for index in 0..<sk_x509_stack_count(untrusted) {
-                if let x509 = sk_x509_stack_value(untrusted, index), let certificate = try? Certificate(x509: x509),
-                   !chain.contains(certificate.der) {
-                    chain.append(certificate.der)
+                if let x509 = sk_x509_stack_value(untrusted, index), let der = Certificate.der(of: x509),
+                   !chain.contains(der) {
+                    chain.append(der)
                 }
             }
         }
