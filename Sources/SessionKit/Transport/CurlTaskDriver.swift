@@ -34,7 +34,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
     enum Event {
-        case response(HTTPURLResponse, [(String, String)])
+        case response(CurlTransfer.ResponseHead)
         case data(Data)
         case sent(Int64, Int64)
         case timings(TransferTimings)
@@ -206,7 +206,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             credentials.append(server.credential)  // never to another origin after a redirect
         }
         let events = CurlTransfer.Events(
-            response: { [self] response, lines in enqueue(.response(response, lines)) },
+            response: { [self] head in enqueue(.response(head)) },
             data: { [self] data in enqueue(.data(data)) },
             completion: { [self] error in enqueue(.end(error)) },
             uploadProgress: { [self] sent, expected in enqueue(.sent(sent, expected)) },
@@ -288,8 +288,11 @@ final class CurlTaskDriver: @unchecked Sendable {
         let sink = environment.sink
         let session = environment.session
         switch event {
-        case .response(let response, let lines):
-            storeCookies(lines, of: response)
+        case .response(let head):
+            guard let response = head.makeResponse() else {
+                return cancel()  // Foundation refused the head: nothing sane can follow
+            }
+            storeCookies(head.lines, of: response)
             if RedirectState.isRedirect(response.statusCode), response.value(forHTTPHeaderField: "Location") != nil {
                 conversation.held = (response, nil, Data())  // decided when the transfer ends; its body is dropped
             } else if let challenge = AuthenticationChallengeHeader(response: response) {

@@ -19,8 +19,9 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// What the transfer reports, on the engine thread.
     struct Events {
-        /// The response head, with its header lines as received (repeated fields kept apart, for cookies).
-        var response: (HTTPURLResponse, [(String, String)]) -> Void
+        /// The response head as parsed (its `HTTPURLResponse` is built by whoever receives it: it costs as much as the
+        /// rest of a small transfer, and the engine thread is the busiest one).
+        var response: (ResponseHead) -> Void
         var data: (Data) -> Void
         var completion: (URLError?) -> Void
         /// Body bytes sent so far, and the body's size (-1 unknown).
@@ -431,20 +432,31 @@ final class CurlTransfer: @unchecked Sendable {
     private func deliverResponseIfNeeded() {
         guard !responseDelivered, statusCode > 0 else { return }
         responseDelivered = true
-        // Repeated fields are joined with ", " under the first spelling of their name (RFC 9110 5.3).
-        var fields: [String: String] = [:]
-        var names: [String] = []
-        for (name, value) in headerFields {
-            if let key = names.first(where: { $0.equalsIgnoringASCIICase(name) }) {
-                fields[key] = (fields[key] ?? "") + ", " + value
-            } else {
-                names.append(name)
-                fields[name] = value
+        hasQueuedEvents = true
+        events.response(ResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, lines: headerFields))
+    }
+
+    /// A response head: its status line and its header lines as received (repeated fields kept apart, for cookies).
+    struct ResponseHead {
+        let url: URL
+        let statusCode: Int
+        let httpVersion: String
+        let lines: [(String, String)]
+
+        /// The head as an `HTTPURLResponse`: repeated fields joined with ", " under the first spelling of their name
+        /// (RFC 9110 5.3); nil if Foundation refuses it.
+        func makeResponse() -> HTTPURLResponse? {
+            var fields: [String: String] = [:]
+            var names: [String] = []
+            for (name, value) in lines {
+                if let key = names.first(where: { $0.equalsIgnoringASCIICase(name) }) {
+                    fields[key] = (fields[key] ?? "") + ", " + value
+                } else {
+                    names.append(name)
+                    fields[name] = value
+                }
             }
-        }
-        if let response = HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields) {
-            hasQueuedEvents = true
-            events.response(response, headerFields)
+            return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields)
         }
     }
 
