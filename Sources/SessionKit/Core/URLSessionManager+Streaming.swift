@@ -71,8 +71,8 @@ extension URLSessionManager {
     ///   - completion: Called once with the response and the error, if any (the status is not validated).
     public func streamTask(
         with request: URLRequest,
-        chunk: @escaping (Data) -> Void,
-        completion: @escaping (URLResponse?, Error?) -> Void
+        chunk: @escaping @Sendable (Data) -> Void,
+        completion: @escaping @Sendable (URLResponse?, Error?) -> Void
     ) -> URLSessionDataTask {
         let sink = DataStreamSink()
         let queue = DispatchQueue(label: "com.sessionkit.stream")

@@ -125,7 +125,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
     @discardableResult
     public func startListening(
         onQueue queue: DispatchQueue = DispatchQueue(label: "com.sessionkit.reachability"),
-        onUpdate: @escaping (Status) -> Void
+        onUpdate: @escaping @Sendable (Status) -> Void
     ) -> Bool {
         let socket = sk_nl_open(namespaceDescriptor)
         guard socket >= 0 else { return false }
@@ -156,7 +156,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
     // MARK: - Private
 
     private static func listen(to manager: () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
-                               onUpdate: @escaping (Status) -> Void) {
+                               onUpdate: @escaping @Sendable (Status) -> Void) {
         defer { close(socket) }
         var changed = true
         while true {
@@ -170,7 +170,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
         }
     }
 
-    private func report(queue: DispatchQueue, onUpdate: @escaping (Status) -> Void) {
+    private func report(queue: DispatchQueue, onUpdate: @escaping @Sendable (Status) -> Void) {
         let now = status
         let isNew = listening.write { state -> Bool in
             guard !state.stop, state.last != now else { return false }
