@@ -299,7 +299,6 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
             return Task {}
         }
         let created = Protected<SessionRequest?>(nil)
-        nonisolated(unsafe) let (success, failure) = (success, failure)  // each runs once, on the completion queue
         return Task { [self] in
             do {
                 let result = try await perform(request, interceptor: interceptor, onCreate: { created.wrappedValue = $0 })
