@@ -377,7 +377,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     private static func verbCompletion(
         success: Success?,
         failure: Failure?
-    ) -> (TaskOutcome) -> Void {
+    ) -> @Sendable (TaskOutcome) -> Void {
         { outcome in
             let task = outcome.task as? URLSessionDataTask
             if let error = outcome.error {

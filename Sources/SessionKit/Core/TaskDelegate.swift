@@ -88,7 +88,7 @@ final class TaskDelegate: @unchecked Sendable {
         observation: Observation? = nil,
         bodyLimits: ResponseBodyLimits = .default,
         control: TaskControl,
-        completion: @escaping (TaskOutcome) -> Void
+        completion: @escaping @Sendable (TaskOutcome) -> Void
     ) {
         self.task = task
         self.observation = observation

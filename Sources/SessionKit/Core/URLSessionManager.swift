@@ -162,7 +162,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         coder.encode(headers as NSDictionary, forKey: "httpAdditionalHeaders")
         coder.encode(NSNumber(value: configuration.requestCachePolicy.rawValue), forKey: "requestCachePolicy")
         coder.encode(NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
-        coder.encode(NSNumber(value: configuration.httpShouldUsePipelining), forKey: "httpShouldUsePipelining")
+        coder.encode(NSNumber(value: configuration.usesHTTPPipelining), forKey: "httpShouldUsePipelining")
         coder.encode(NSNumber(value: configuration.httpShouldSetCookies), forKey: "httpShouldSetCookies")
         coder.encode(NSNumber(value: configuration.httpCookieAcceptPolicy.rawValue), forKey: "httpCookieAcceptPolicy")
         coder.encode(NSNumber(value: configuration.allowsCellularAccess), forKey: "allowsCellularAccess")
@@ -187,7 +187,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         configuration.httpAdditionalHeaders = headers.isEmpty ? nil : headers
         configuration.requestCachePolicy = cachePolicy
         configuration.httpMaximumConnectionsPerHost = connections
-        configuration.httpShouldUsePipelining = pipelining
+        configuration.usesHTTPPipelining = pipelining
         configuration.httpShouldSetCookies = setCookies
         configuration.httpCookieAcceptPolicy = acceptPolicy
         configuration.allowsCellularAccess = cellular
@@ -533,7 +533,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         resumingFile: (url: URL, length: Int64)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
-        completion: @escaping (TaskOutcome) -> Void
+        completion: @escaping @Sendable (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
@@ -657,12 +657,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     /// Adapts a public `(response, object, error)` handler.
-    static func objectCompletion(_ handler: (@Sendable (URLResponse?, Any?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+    static func objectCompletion(_ handler: (@Sendable (URLResponse?, Any?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.object, outcome.error) }
     }
 
     /// Adapts a public `(response, fileURL, error)` handler.
-    static func fileCompletion(_ handler: (@Sendable (URLResponse?, URL?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+    static func fileCompletion(_ handler: (@Sendable (URLResponse?, URL?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.fileURL, outcome.error) }
     }
 

@@ -107,7 +107,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
             guard sk_nl_link(querySocket, index, &flags, &type, &name) == 0 else { continue }
             let up = flags & UInt32(IFF_UP) != 0 && flags & UInt32(IFF_RUNNING) != 0
             guard up else { continue }
-            return .reachable(Self.connectionType(name: String(cString: name), type: type, flags: flags))
+            return .reachable(Self.connectionType(name: String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self), type: type, flags: flags))
         }
         return .notReachable
     }
@@ -134,7 +134,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
             state.stop = false
             state.last = .unknown
             // The thread holds the manager weakly: dropping the manager ends the watch.
-            let manager: () -> NetworkReachabilityManager? = { [weak self] in self }
+            let manager: @Sendable () -> NetworkReachabilityManager? = { [weak self] in self }
             let thread = Thread { Self.listen(to: manager, on: socket, queue: queue, onUpdate: onUpdate) }
             thread.name = "com.sessionkit.reachability"
             state.thread = thread
@@ -155,7 +155,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
 
     // MARK: - Private
 
-    private static func listen(to manager: () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
+    private static func listen(to manager: @Sendable () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
                                onUpdate: @escaping @Sendable (Status) -> Void) {
         defer { close(socket) }
         var changed = true

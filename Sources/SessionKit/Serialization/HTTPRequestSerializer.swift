@@ -414,7 +414,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         if let value = state.cachePolicy { request.cachePolicy = value }
         if let value = state.httpShouldHandleCookies { request.httpShouldHandleCookies = value }
         if let value = state.allowsCellularAccess { request.allowsCellularAccess = value }
-        if let value = state.httpShouldUsePipelining { request.httpShouldUsePipelining = value }
+        if let value = state.httpShouldUsePipelining { request.usesHTTPPipelining = value }
         if let value = state.networkServiceType { request.networkServiceType = value }
     }
 
