@@ -5,8 +5,8 @@ import FoundationNetworking
 #endif
 
 /// A response whose body arrives in chunks as it is read, from ``URLSessionManager/bytes(for:interceptor:)``.
-public struct StreamedResponse: @unchecked Sendable {
-    // @unchecked Sendable: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
+public struct StreamedResponse: Sendable {
+    // Sendable, checked by the compiler: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
 
     /// The response head.
     public let response: HTTPURLResponse

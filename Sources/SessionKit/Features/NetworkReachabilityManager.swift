@@ -24,8 +24,8 @@ extension Notification.Name {
 /// let reachability = NetworkReachabilityManager(host: "api.example.com")
 /// reachability?.startListening { status in print("network:", status) }
 /// ```
-public final class NetworkReachabilityManager: @unchecked Sendable {
-    // @unchecked Sendable: the listening state is inside `listening`, a `Protected` box; the rest is `let`.
+public final class NetworkReachabilityManager: Sendable {
+    // Sendable, checked by the compiler: the listening state is inside `listening`, a `Protected` box; the rest is `let`.
 
     /// How the host can be reached.
     public enum Status: Equatable, Sendable {
