@@ -65,6 +65,27 @@ struct ConsumerChecks {
         var total = 0
         for try await chunk in bytes.body { total += chunk.count }
         try expect(total == 1000, "bytes(for:): \(total) bytes")
+        // Uploads and downloads, with progress as an AsyncSequence.
+        let target = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: target) }
+        let download = manager.download(URLRequest(url: URL(string: "http://127.0.0.1:8080/v1/bytes/300000")!), to: target)
+        var last = TransferProgress(completedUnitCount: 0, totalUnitCount: -1)
+        for await step in download.progress { last = step }
+        let (file, response) = try await download.value
+        try expect(file == target && response.statusCode == 200, "download: \(file) \(response.statusCode)")
+        try expect(last.completedUnitCount == 300_000, "download progress: \(last)")
+
+        var upload = URLRequest(url: URL(string: "http://127.0.0.1:8080/v1/echo")!)
+        upload.httpMethod = "POST"
+        let uploaded = try await manager.upload(upload, from: Data(count: 70_000)).value
+        try expect(((uploaded.object as? [String: Any])?["length"] as? Int) == 70_000, "upload(from:)")
+        let fromFile = try await manager.upload(upload, fromFile: file).value
+        try expect(((fromFile.object as? [String: Any])?["length"] as? Int) == 300_000, "upload(fromFile:)")
+        let multipart = try manager.multipartUpload("echo", parameters: ["title": "report"]) { form in
+            try form.appendPart(withFileURL: file, name: "file", fileName: "bytes.bin", mimeType: "application/octet-stream")
+        }
+        let sent = try await multipart.value
+        try expect((((sent.object as? [String: Any])?["length"] as? Int) ?? 0) > 300_000, "multipartUpload")
         print("async forms: ok")
     }
 
