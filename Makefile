@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
 .PHONY: setup install-packages build build-strict test demo bench soak fuzz fuzz-replay docs docs-check consumer-check \
-  lint format clean
+  consumer-test   lint format clean
 
 ## setup: install the system libraries SessionKit links (libcurl with OpenSSL, OpenSSL headers) when missing.
 setup:
@@ -47,6 +47,7 @@ test: setup
 	$(MAKE) --no-print-directory fuzz-replay
 	SESSIONKIT_TEST_TRANSPORT=foundation $(SWIFT) test --skip-build --disable-swift-testing
 	SESSIONKIT_TEST_TRANSPORT=curl $(SWIFT) test --skip-build --disable-swift-testing
+	$(MAKE) --no-print-directory consumer-test
 
 ## demo: the tour of SessionKit against its embedded server.
 demo: setup
@@ -115,6 +116,18 @@ consumer-check:
 	echo "consumer-check: fetched $$fetched ($$(du -sh "$$dir/.build/checkouts" | cut -f1))"; \
 	[ "$$fetched" = "swift-log" ] || { echo "consumer-check: a consumer must resolve swift-log only"; exit 1; }
 
+## consumer-test: IntegrationTests/Consumer, a Swift 6 language-mode package depending on SessionKit by path, built
+## with warnings as errors (a Sendable diagnostic fails it) and run: it serves 127.0.0.1:8080 itself, calls the closure
+## forms from the main actor and from an actor and every async form, then runs the README's quick start, which must be
+## the package's Sources/QuickStart/QuickStart.swift line for line (part of `make test`).
+CONSUMER := IntegrationTests/Consumer
+consumer-test: setup
+	@awk '/^## Quick start/{q=1; next} q && /^```swift/{c=1; next} c && /^```/{exit} c{print}' README.md \
+	  | diff -u - $(CONSUMER)/Sources/QuickStart/QuickStart.swift \
+	  || { echo "consumer-test: the README's quick start and $(CONSUMER)/Sources/QuickStart/QuickStart.swift differ"; exit 1; }
+	$(SWIFT) build --package-path $(CONSUMER) -Xswiftc -warnings-as-errors
+	$(CONSUMER)/.build/debug/consumer-checks $(CONSUMER)/.build/debug/quick-start
+
 ## lint: swift-format's strict lint with .swift-format, as CI runs it.
 lint:
 	$(SWIFT) format lint --strict --recursive --parallel Sources Tests Package.swift
@@ -124,4 +137,4 @@ format:
 	swift-format format --in-place --recursive --parallel Sources Tests Package.swift
 
 clean:
-	rm -rf .build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD) $(BENCH_BUILD)
+	rm -rf .build $(CONSUMER)/.build $(DOCS_DIR) $(DOCS_DIR).log $(FUZZ_BUILD) $(BENCH_BUILD)

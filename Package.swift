@@ -41,7 +41,7 @@ let package = Package(
             name: "SessionKit",
             dependencies: ["CCurl", "COpenSSL", "CNetlink", .product(name: "Logging", package: "swift-log")],
             path: "Sources/SessionKit",
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .target(
             name: "SessionKitTestSupport",

@@ -15,7 +15,7 @@ struct CompletionDelivery {
     /// The pipeline request the task is an attempt of, and its monitor; nil outside the request pipeline.
     let observation: TaskDelegate.Observation?
     /// The caller's completion.
-    let completion: (TaskOutcome) -> Void
+    let completion: @Sendable (TaskOutcome) -> Void
 
     /// Delivers the outcome of `task`: its in-memory body `data`, the file a download was moved to, and the error
     /// it ended with (nil for success).

@@ -16,7 +16,7 @@ final class DataStreamSink: @unchecked Sendable {
         /// An async reader waiting for the next chunk.
         case waiting(CheckedContinuation<Data?, Error>)
         /// A closure that takes every chunk on `queue`.
-        case closure(DispatchQueue, (Data) -> Void)
+        case closure(DispatchQueue, @Sendable (Data) -> Void)
     }
 
     private struct State {
@@ -30,9 +30,9 @@ final class DataStreamSink: @unchecked Sendable {
 
     private let state = Protected(State())
     /// Reports bytes the reader took (back-pressure); a no-op without a transport that pauses.
-    var onConsumed: (Int) -> Void = { _ in }
+    var onConsumed: @Sendable (Int) -> Void = { _ in }
     /// Cancels the task (set by the manager).
-    var cancelTask: () -> Void = {}
+    var cancelTask: @Sendable () -> Void = {}
 
     // MARK: - From the task delegate (delegate queue)
 
@@ -48,7 +48,7 @@ final class DataStreamSink: @unchecked Sendable {
     func push(_ chunk: Data) {
         enum Action {
             case resume(CheckedContinuation<Data?, Error>)
-            case run(DispatchQueue, (Data) -> Void)
+            case run(DispatchQueue, @Sendable (Data) -> Void)
             case queued
         }
         let action = state.write { state -> Action in
@@ -143,9 +143,9 @@ final class DataStreamSink: @unchecked Sendable {
 
     /// Hands every chunk (those waiting first) to `chunk` on `queue`, one at a time; each counts as consumed once
     /// the closure returned. The end is not reported here: the task's completion reports it.
-    func deliver(on queue: DispatchQueue, chunk: @escaping (Data) -> Void) {
+    func deliver(on queue: DispatchQueue, chunk: @escaping @Sendable (Data) -> Void) {
         let consumed = onConsumed
-        let wrapped: (Data) -> Void = { data in
+        let wrapped: @Sendable (Data) -> Void = { data in
             chunk(data)
             consumed(data.count)
         }

@@ -10,27 +10,27 @@ import FoundationNetworking
 /// does its work after them.
 struct DelegateOverrides {
     // URLSessionDelegate
-    var sessionDidBecomeInvalid: ((URLSession, Error?) -> Void)?
+    var sessionDidBecomeInvalid: (@Sendable (URLSession, Error?) -> Void)?
     var sessionDidReceiveAuthenticationChallenge:
-        ((URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
+        (@Sendable (URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
 
     // URLSessionTaskDelegate
-    var taskWillPerformHTTPRedirection: ((URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
+    var taskWillPerformHTTPRedirection: (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
     var taskDidReceiveAuthenticationChallenge:
-        ((URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
-    var taskNeedNewBodyStream: ((URLSession, URLSessionTask) -> InputStream?)?
-    var taskDidSendBodyData: ((URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)?
-    var taskDidComplete: ((URLSession, URLSessionTask, Error?) -> Void)?
-    var taskDidFinishCollectingTimings: ((URLSession, URLSessionTask, TransferTimings) -> Void)?
+        (@Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
+    var taskNeedNewBodyStream: (@Sendable (URLSession, URLSessionTask) -> InputStream?)?
+    var taskDidSendBodyData: (@Sendable (URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)?
+    var taskDidComplete: (@Sendable (URLSession, URLSessionTask, Error?) -> Void)?
+    var taskDidFinishCollectingTimings: (@Sendable (URLSession, URLSessionTask, TransferTimings) -> Void)?
 
     // URLSessionDataDelegate
-    var dataTaskDidReceiveResponse: ((URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?
-    var dataTaskDidBecomeDownloadTask: ((URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)?
-    var dataTaskDidReceiveData: ((URLSession, URLSessionDataTask, Data) -> Void)?
-    var dataTaskWillCacheResponse: ((URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
+    var dataTaskDidReceiveResponse: (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?
+    var dataTaskDidBecomeDownloadTask: (@Sendable (URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)?
+    var dataTaskDidReceiveData: (@Sendable (URLSession, URLSessionDataTask, Data) -> Void)?
+    var dataTaskWillCacheResponse: (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
 
     // URLSessionDownloadDelegate
-    var downloadTaskDidFinishDownloading: ((URLSession, URLSessionTask, URL) -> URL?)?
-    var downloadTaskDidWriteData: ((URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)?
-    var downloadTaskDidResume: ((URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)?
+    var downloadTaskDidFinishDownloading: (@Sendable (URLSession, URLSessionTask, URL) -> URL?)?
+    var downloadTaskDidWriteData: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)?
+    var downloadTaskDidResume: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)?
 }

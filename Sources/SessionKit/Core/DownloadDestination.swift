@@ -10,7 +10,7 @@ import FoundationNetworking
 /// (curl).
 struct DownloadDestination {
     /// The task's destination, asked with the temporary file and the response; nil when the caller gave none.
-    let destination: ((URL, URLResponse) -> URL)?
+    let destination: (@Sendable (URL, URLResponse) -> URL)?
 
     /// Moves the download at `location` to `override` when set, else where ``destination`` says. A move posts
     /// `sessionKitDownloadTaskDidMoveFileSuccessfully` or `sessionKitDownloadTaskDidFailToMoveFile`, as AFNetworking

@@ -40,11 +40,11 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     }
 
     /// A progress closure; it runs on the delegate queue.
-    public typealias ProgressHandler = (Progress) -> Void
+    public typealias ProgressHandler = @Sendable (Progress) -> Void
     /// What a verb's success closure gets: the task and the serialized response object.
-    public typealias Success = (URLSessionDataTask, Any?) -> Void
+    public typealias Success = @Sendable (URLSessionDataTask, Any?) -> Void
     /// What a verb's failure closure gets: the task (nil when the request could not be built) and the error.
-    public typealias Failure = (URLSessionDataTask?, Error) -> Void
+    public typealias Failure = @Sendable (URLSessionDataTask?, Error) -> Void
 
     // MARK: - NSSecureCoding and NSCopying
 
@@ -110,7 +110,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     @discardableResult
     open func head(
         _ urlString: String, parameters: Any?, headers: [String: String]?,
-        success: ((URLSessionDataTask) -> Void)?, failure: Failure?
+        success: (@Sendable (URLSessionDataTask) -> Void)?, failure: Failure?
     ) -> URLSessionDataTask? {
         start("HEAD", urlString, parameters, headers, success: { task, _ in success?(task) }, failure: failure)
     }
@@ -288,8 +288,8 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         parameters: Any? = nil,
         headers: [String: String]? = nil,
         interceptor: (any RequestInterceptor)? = nil,
-        success: ((SessionRequest, HTTPResult) -> Void)?,
-        failure: ((SessionRequest?, Error) -> Void)?
+        success: (@Sendable (SessionRequest, HTTPResult) -> Void)?,
+        failure: (@Sendable (SessionRequest?, Error) -> Void)?
     ) -> Task<Void, Never> {
         let request: URLRequest
         do {
@@ -299,7 +299,6 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
             return Task {}
         }
         let created = Protected<SessionRequest?>(nil)
-        nonisolated(unsafe) let (success, failure) = (success, failure)  // each runs once, on the completion queue
         return Task { [self] in
             do {
                 let result = try await perform(request, interceptor: interceptor, onCreate: { created.wrappedValue = $0 })
@@ -378,7 +377,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     private static func verbCompletion(
         success: Success?,
         failure: Failure?
-    ) -> (TaskOutcome) -> Void {
+    ) -> @Sendable (TaskOutcome) -> Void {
         { outcome in
             let task = outcome.task as? URLSessionDataTask
             if let error = outcome.error {

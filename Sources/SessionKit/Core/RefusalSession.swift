@@ -10,8 +10,8 @@ import FoundationNetworking
 ///
 /// Its tasks use a URL scheme no protocol handles, so URLSession fails them at once when they are resumed; their
 /// per-task delegate then replaces that failure with the real reason.
-final class RefusalSession: @unchecked Sendable {
-    // @unchecked Sendable: immutable after init; `session` and `registry` are thread-safe.
+final class RefusalSession: Sendable {
+    // Sendable, checked by the compiler: immutable after init; `session` and `registry` are thread-safe.
 
     /// The one refusal session of the process.
     static let shared = RefusalSession()

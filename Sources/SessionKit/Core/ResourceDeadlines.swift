@@ -10,8 +10,8 @@ import FoundationNetworking
 /// A task's clock starts when the manager resumes it, or, for a task resumed directly (`task.resume()`), at the first
 /// sweep that sees it running: sweeps run every tenth of the limit (at least every second), only while tasks are
 /// watched. The curl transport enforces the timeout itself and is not watched.
-final class ResourceDeadlines: @unchecked Sendable {
-    // @unchecked Sendable: `state` is a `Protected` box; `limit`, `registry` and `queue` are immutable.
+final class ResourceDeadlines: Sendable {
+    // Sendable, checked by the compiler: `state` is a `Protected` box; `limit`, `registry` and `queue` are immutable.
 
     private struct Watched {
         weak var task: URLSessionTask?

@@ -9,8 +9,8 @@ import FoundationNetworking
 ///
 /// The hub holds no reference to its manager, so a manager that goes away is not kept alive by its session: the
 /// hub keeps serving the tasks still running until the session is invalidated.
-final class SessionDelegateHub: NSObject, @unchecked Sendable {
-    // @unchecked Sendable: all state lives in `Protected` boxes or is immutable.
+final class SessionDelegateHub: NSObject, Sendable {
+    // Sendable, checked by the compiler: all state lives in `Protected` boxes or is immutable.
     private let registry: TaskRegistry
     private let overrides: Protected<DelegateOverrides>
 

@@ -10,8 +10,8 @@ import FoundationNetworking
 /// asynchronously and a retrier may send again needs an object that outlives one task: this one. The async verbs of
 /// ``HTTPSessionManager`` and ``URLSessionManager/perform(_:interceptor:responseSerializer:onCreate:)`` run
 /// through it; interceptors and event monitors see it.
-public final class SessionRequest: @unchecked Sendable {
-    // @unchecked Sendable: every mutable field is inside `state`, a `Protected` box.
+public final class SessionRequest: Sendable {
+    // Sendable, checked by the compiler: every mutable field is inside `state`, a `Protected` box.
 
     /// Identifies the request in logs and event monitors.
     public let id = UUID()

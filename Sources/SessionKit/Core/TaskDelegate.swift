@@ -74,9 +74,9 @@ final class TaskDelegate: @unchecked Sendable {
     init(
         task: URLSessionTask,
         delivery: Delivery,
-        uploadProgressHandler: ((Progress) -> Void)?,
-        downloadProgressHandler: ((Progress) -> Void)?,
-        destination: ((URL, URLResponse) -> URL)?,
+        uploadProgressHandler: (@Sendable (Progress) -> Void)?,
+        downloadProgressHandler: (@Sendable (Progress) -> Void)?,
+        destination: (@Sendable (URL, URLResponse) -> URL)?,
         managerDestination: ((URLSessionTask, URL) -> URL?)? = nil,
         bodyStream: InputStream?,
         uploadLength: Int64?,
@@ -88,7 +88,7 @@ final class TaskDelegate: @unchecked Sendable {
         observation: Observation? = nil,
         bodyLimits: ResponseBodyLimits = .default,
         control: TaskControl,
-        completion: @escaping (TaskOutcome) -> Void
+        completion: @escaping @Sendable (TaskOutcome) -> Void
     ) {
         self.task = task
         self.observation = observation

@@ -5,7 +5,10 @@ import FoundationNetworking
 #endif
 
 /// Everything a finished task produced, handed to its completion.
-struct TaskOutcome {
+///
+/// `@unchecked Sendable`: every field is a `let`; `object` (the serializer's result, `Any?`) is made on the processing
+/// queue and handed over once to the completion queue, which is its only reader from then on.
+struct TaskOutcome: @unchecked Sendable {
     let task: URLSessionTask
     let response: URLResponse?
     let data: Data

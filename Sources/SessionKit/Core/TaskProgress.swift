@@ -13,8 +13,8 @@ struct TaskProgress {
     let upload: Progress
     /// The progress of receiving the response body.
     let download: Progress
-    private let uploadHandler: ((Progress) -> Void)?
-    private let downloadHandler: ((Progress) -> Void)?
+    private let uploadHandler: (@Sendable (Progress) -> Void)?
+    private let downloadHandler: (@Sendable (Progress) -> Void)?
 
     /// Creates the progress of `task`.
     ///
@@ -28,8 +28,8 @@ struct TaskProgress {
         task: URLSessionTask,
         uploadLength: Int64?,
         control: TaskControl,
-        uploadHandler: ((Progress) -> Void)?,
-        downloadHandler: ((Progress) -> Void)?
+        uploadHandler: (@Sendable (Progress) -> Void)?,
+        downloadHandler: (@Sendable (Progress) -> Void)?
     ) {
         upload = Progress(totalUnitCount: -1)
         download = Progress(totalUnitCount: -1)

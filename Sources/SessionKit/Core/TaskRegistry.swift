@@ -9,8 +9,8 @@ import FoundationNetworking
 /// A task is registered before it can be resumed and removed when it completes, so a finished task leaves
 /// nothing behind. Keys are object identities, which stay unique across the sessions a manager builds after
 /// each reset (task identifiers do not).
-final class TaskRegistry: @unchecked Sendable {
-    // @unchecked Sendable: `delegates` is a `Protected` box.
+final class TaskRegistry: Sendable {
+    // Sendable, checked by the compiler: `delegates` is a `Protected` box.
     private let delegates = Protected<[ObjectIdentifier: TaskDelegate]>([:])
     /// What the coming cancellation of a task means, when SessionKit cancels it for a reason of its own.
     enum CancellationMeaning {

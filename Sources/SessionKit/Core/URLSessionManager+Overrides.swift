@@ -12,67 +12,67 @@ import FoundationNetworking
 /// delegate still does its work.
 extension URLSessionManager {
     /// Observes the session becoming invalid.
-    public var sessionDidBecomeInvalid: ((URLSession, Error?) -> Void)? {
+    public var sessionDidBecomeInvalid: (@Sendable (URLSession, Error?) -> Void)? {
         get { overrides.read { $0.sessionDidBecomeInvalid } }
         set { overrides.write { $0.sessionDidBecomeInvalid = newValue } }
     }
 
     /// Answers session-level authentication challenges; without it, the default handling applies.
-    public var sessionDidReceiveAuthenticationChallenge: ((URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
+    public var sessionDidReceiveAuthenticationChallenge: (@Sendable (URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
         get { overrides.read { $0.sessionDidReceiveAuthenticationChallenge } }
         set { overrides.write { $0.sessionDidReceiveAuthenticationChallenge = newValue } }
     }
 
     /// Decides each redirect: return the request to follow (possibly changed) or nil to stop and complete with the redirect response.
-    public var taskWillPerformHTTPRedirection: ((URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? {
+    public var taskWillPerformHTTPRedirection: (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? {
         get { overrides.read { $0.taskWillPerformHTTPRedirection } }
         set { overrides.write { $0.taskWillPerformHTTPRedirection = newValue } }
     }
 
     /// Answers task-level authentication challenges (HTTP Basic, Digest…); without it, the default handling applies.
-    public var taskDidReceiveAuthenticationChallenge: ((URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
+    public var taskDidReceiveAuthenticationChallenge: (@Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
         get { overrides.read { $0.taskDidReceiveAuthenticationChallenge } }
         set { overrides.write { $0.taskDidReceiveAuthenticationChallenge = newValue } }
     }
 
     /// Provides the body stream of a streamed upload, instead of the request's `httpBodyStream`.
-    public var taskNeedNewBodyStream: ((URLSession, URLSessionTask) -> InputStream?)? {
+    public var taskNeedNewBodyStream: (@Sendable (URLSession, URLSessionTask) -> InputStream?)? {
         get { overrides.read { $0.taskNeedNewBodyStream } }
         set { overrides.write { $0.taskNeedNewBodyStream = newValue } }
     }
 
     /// Observes body bytes sent: bytes sent now, in total, and expected in total.
-    public var taskDidSendBodyData: ((URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)? {
+    public var taskDidSendBodyData: (@Sendable (URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)? {
         get { overrides.read { $0.taskDidSendBodyData } }
         set { overrides.write { $0.taskDidSendBodyData = newValue } }
     }
 
     /// Observes each task ending, before its completion handler is scheduled.
-    public var taskDidComplete: ((URLSession, URLSessionTask, Error?) -> Void)? {
+    public var taskDidComplete: (@Sendable (URLSession, URLSessionTask, Error?) -> Void)? {
         get { overrides.read { $0.taskDidComplete } }
         set { overrides.write { $0.taskDidComplete = newValue } }
     }
 
     /// Decides what to do with a response head; without it, the transfer goes on (`.allow`).
-    public var dataTaskDidReceiveResponse: ((URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)? {
+    public var dataTaskDidReceiveResponse: (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)? {
         get { overrides.read { $0.dataTaskDidReceiveResponse } }
         set { overrides.write { $0.dataTaskDidReceiveResponse = newValue } }
     }
 
     /// Observes a data task turned into a download task.
-    public var dataTaskDidBecomeDownloadTask: ((URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)? {
+    public var dataTaskDidBecomeDownloadTask: (@Sendable (URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)? {
         get { overrides.read { $0.dataTaskDidBecomeDownloadTask } }
         set { overrides.write { $0.dataTaskDidBecomeDownloadTask = newValue } }
     }
 
     /// Observes each chunk of a response body as it arrives.
-    public var dataTaskDidReceiveData: ((URLSession, URLSessionDataTask, Data) -> Void)? {
+    public var dataTaskDidReceiveData: (@Sendable (URLSession, URLSessionDataTask, Data) -> Void)? {
         get { overrides.read { $0.dataTaskDidReceiveData } }
         set { overrides.write { $0.dataTaskDidReceiveData = newValue } }
     }
 
     /// Decides what is stored in the URL cache; return nil to store nothing.
-    public var dataTaskWillCacheResponse: ((URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)? {
+    public var dataTaskWillCacheResponse: (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)? {
         get { overrides.read { $0.dataTaskWillCacheResponse } }
         set { overrides.write { $0.dataTaskWillCacheResponse = newValue } }
     }
@@ -80,26 +80,26 @@ extension URLSessionManager {
     /// Chooses where every download of this manager goes; when it returns nil, the task's own destination applies.
     /// Asked on both transports with the temporary file. The task is a `URLSessionTask`, not a
     /// `URLSessionDownloadTask` as in AFNetworking: on the curl transport a download runs as a data task.
-    public var downloadTaskDidFinishDownloading: ((URLSession, URLSessionTask, URL) -> URL?)? {
+    public var downloadTaskDidFinishDownloading: (@Sendable (URLSession, URLSessionTask, URL) -> URL?)? {
         get { overrides.read { $0.downloadTaskDidFinishDownloading } }
         set { overrides.write { $0.downloadTaskDidFinishDownloading = newValue } }
     }
 
     /// Observes download bytes written: now, in total, and expected in total.
-    public var downloadTaskDidWriteData: ((URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)? {
+    public var downloadTaskDidWriteData: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)? {
         get { overrides.read { $0.downloadTaskDidWriteData } }
         set { overrides.write { $0.downloadTaskDidWriteData = newValue } }
     }
 
     /// Observes a download resuming at an offset, with the expected total.
-    public var downloadTaskDidResume: ((URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)? {
+    public var downloadTaskDidResume: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)? {
         get { overrides.read { $0.downloadTaskDidResume } }
         set { overrides.write { $0.downloadTaskDidResume = newValue } }
     }
 
     /// Observes libcurl's timings of each transfer of a task on the curl transport (DNS, connect, TLS, first byte,
     /// total), before its completion handler runs. URLSession on Linux delivers no `URLSessionTaskMetrics`.
-    public var taskDidFinishCollectingTimings: ((URLSession, URLSessionTask, TransferTimings) -> Void)? {
+    public var taskDidFinishCollectingTimings: (@Sendable (URLSession, URLSessionTask, TransferTimings) -> Void)? {
         get { overrides.read { $0.taskDidFinishCollectingTimings } }
         set { overrides.write { $0.taskDidFinishCollectingTimings = newValue } }
     }

@@ -21,7 +21,7 @@ extension URLSessionManager {
         _ request: URLRequest,
         interceptor: (any RequestInterceptor)? = nil,
         responseSerializer: URLResponseSerialization? = nil,
-        onCreate: @escaping (SessionRequest) -> Void = { _ in }
+        onCreate: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> HTTPResult {
         let (outcome, sessionRequest) = try await runPipeline(
             request, interceptor: interceptor, responseSerializer: responseSerializer, created: onCreate)
@@ -39,7 +39,7 @@ extension URLSessionManager {
         interceptor extra: (any RequestInterceptor)?,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink? = nil,
-        created: @escaping (SessionRequest) -> Void = { _ in }
+        created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
         let monitor = CompositeEventMonitor(monitors: eventMonitors)

@@ -5,8 +5,8 @@ import FoundationNetworking
 #endif
 
 /// A response whose body arrives in chunks as it is read, from ``URLSessionManager/bytes(for:interceptor:)``.
-public struct StreamedResponse: @unchecked Sendable {
-    // @unchecked Sendable: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
+public struct StreamedResponse: Sendable {
+    // Sendable, checked by the compiler: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
 
     /// The response head.
     public let response: HTTPURLResponse
@@ -71,8 +71,8 @@ extension URLSessionManager {
     ///   - completion: Called once with the response and the error, if any (the status is not validated).
     public func streamTask(
         with request: URLRequest,
-        chunk: @escaping (Data) -> Void,
-        completion: @escaping (URLResponse?, Error?) -> Void
+        chunk: @escaping @Sendable (Data) -> Void,
+        completion: @escaping @Sendable (URLResponse?, Error?) -> Void
     ) -> URLSessionDataTask {
         let sink = DataStreamSink()
         let queue = DispatchQueue(label: "com.sessionkit.stream")

@@ -162,7 +162,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         coder.encode(headers as NSDictionary, forKey: "httpAdditionalHeaders")
         coder.encode(NSNumber(value: configuration.requestCachePolicy.rawValue), forKey: "requestCachePolicy")
         coder.encode(NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
-        coder.encode(NSNumber(value: configuration.httpShouldUsePipelining), forKey: "httpShouldUsePipelining")
+        coder.encode(NSNumber(value: configuration.usesHTTPPipelining), forKey: "httpShouldUsePipelining")
         coder.encode(NSNumber(value: configuration.httpShouldSetCookies), forKey: "httpShouldSetCookies")
         coder.encode(NSNumber(value: configuration.httpCookieAcceptPolicy.rawValue), forKey: "httpCookieAcceptPolicy")
         coder.encode(NSNumber(value: configuration.allowsCellularAccess), forKey: "allowsCellularAccess")
@@ -187,7 +187,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         configuration.httpAdditionalHeaders = headers.isEmpty ? nil : headers
         configuration.requestCachePolicy = cachePolicy
         configuration.httpMaximumConnectionsPerHost = connections
-        configuration.httpShouldUsePipelining = pipelining
+        configuration.usesHTTPPipelining = pipelining
         configuration.httpShouldSetCookies = setCookies
         configuration.httpCookieAcceptPolicy = acceptPolicy
         configuration.allowsCellularAccess = cellular
@@ -325,9 +325,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ///     error (transport or serialization).
     open func dataTask(
         with request: URLRequest,
-        uploadProgress: ((Progress) -> Void)? = nil,
-        downloadProgress: ((Progress) -> Void)? = nil,
-        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil,
+        downloadProgress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionDataTask {
         let task = makeTask(
             .data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
@@ -344,8 +344,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     open func uploadTask(
         with request: URLRequest,
         fromFile fileURL: URL,
-        progress: ((Progress) -> Void)? = nil,
-        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
         makeTask(.uploadFile(request, fileURL), uploadProgress: progress, completion: Self.objectCompletion(completionHandler))
     }
@@ -354,8 +354,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     open func uploadTask(
         with request: URLRequest,
         from bodyData: Data?,
-        progress: ((Progress) -> Void)? = nil,
-        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
         makeTask(.uploadData(request, bodyData ?? Data()), uploadProgress: progress,
                  completion: Self.objectCompletion(completionHandler))
@@ -367,8 +367,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// redirect or an authentication challenge makes URLSession send the body again.
     open func uploadTask(
         withStreamedRequest request: URLRequest,
-        progress: ((Progress) -> Void)? = nil,
-        completionHandler: ((URLResponse?, Any?, Error?) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
         makeTask(.uploadStream(request), uploadProgress: progress, completion: Self.objectCompletion(completionHandler))
     }
@@ -386,9 +386,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ///     error (transport, validation by ``responseSerializer``, or the move).
     open func downloadTask(
         with request: URLRequest,
-        progress: ((Progress) -> Void)? = nil,
-        destination: ((URL, URLResponse) -> URL)? = nil,
-        completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
+        completionHandler: (@Sendable (URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
         makeTask(.download(request), downloadProgress: progress, destination: destination,
                  completion: Self.fileCompletion(completionHandler))
@@ -400,9 +400,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// returns a task that fails, when resumed, with ``SessionKitError/Code/resumeDataUnavailable``.
     open func downloadTask(
         withResumeData resumeData: Data,
-        progress: ((Progress) -> Void)? = nil,
-        destination: ((URL, URLResponse) -> URL)? = nil,
-        completionHandler: ((URLResponse?, URL?, Error?) -> Void)? = nil
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
+        completionHandler: (@Sendable (URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
         guard taskTransports[transport].resumesDownloads else {
             let error = SessionKitError.session(
@@ -430,7 +430,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// On the curl transport a download keeps what it received; `downloadTask(withResumeData:…)` continues it with
     /// `Range` and `If-Range`. A download cut by the network carries its resume data in the error's `userInfo` under
     /// `URLSessionDownloadTaskResumeData`, as on Apple platforms. The Foundation transport never has resume data.
-    public func cancel(_ task: URLSessionTask, producingResumeData completionHandler: @escaping (Data?) -> Void) {
+    public func cancel(_ task: URLSessionTask, producingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
         if registry.delegate(for: task)?.produceResumeData(completionHandler) != true {
             completionHandler(nil)
         }
@@ -526,14 +526,14 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Creates the task for `source`, registers its per-task delegate and returns it, not resumed.
     func makeTask(
         _ source: TaskSource,
-        uploadProgress: ((Progress) -> Void)? = nil,
-        downloadProgress: ((Progress) -> Void)? = nil,
-        destination: ((URL, URLResponse) -> URL)? = nil,
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil,
+        downloadProgress: (@Sendable (Progress) -> Void)? = nil,
+        destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
         responseSerializer: URLResponseSerialization? = nil,
         resumingFile: (url: URL, length: Int64)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
-        completion: @escaping (TaskOutcome) -> Void
+        completion: @escaping @Sendable (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
@@ -657,12 +657,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     /// Adapts a public `(response, object, error)` handler.
-    static func objectCompletion(_ handler: ((URLResponse?, Any?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+    static func objectCompletion(_ handler: (@Sendable (URLResponse?, Any?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.object, outcome.error) }
     }
 
     /// Adapts a public `(response, fileURL, error)` handler.
-    static func fileCompletion(_ handler: ((URLResponse?, URL?, Error?) -> Void)?) -> (TaskOutcome) -> Void {
+    static func fileCompletion(_ handler: (@Sendable (URLResponse?, URL?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.fileURL, outcome.error) }
     }
 

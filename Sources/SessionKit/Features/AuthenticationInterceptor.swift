@@ -32,8 +32,8 @@ public protocol Authenticator: Sendable {
 /// sent with an older credential than the current one is simply sent again. More than
 /// ``RefreshWindow/maximumAttempts`` refreshes within ``RefreshWindow/interval`` fail the requests with
 /// `SessionKitError.Code.excessiveRefresh` instead of refreshing forever.
-public final class AuthenticationInterceptor<A: Authenticator>: RequestInterceptor, @unchecked Sendable {
-    // @unchecked Sendable: the mutable state is in `store`, an actor.
+public final class AuthenticationInterceptor<A: Authenticator>: RequestInterceptor, Sendable {
+    // Sendable, checked by the compiler: the mutable state is in `store`, an actor.
 
     /// How many refreshes are allowed within how long.
     public struct RefreshWindow: Sendable {

@@ -77,8 +77,8 @@ extension EventMonitor {
 }
 
 /// Several monitors as one: each event goes to every monitor, on that monitor's own queue.
-public final class CompositeEventMonitor: EventMonitor, @unchecked Sendable {
-    // @unchecked Sendable: `monitors` is a `let` array of Sendable monitors.
+public final class CompositeEventMonitor: EventMonitor, Sendable {
+    // Sendable, checked by the compiler: `monitors` is a `let` array of Sendable monitors.
 
     /// The monitors, in the order they receive each event.
     public let monitors: [any EventMonitor]

@@ -17,8 +17,8 @@ import FoundationNetworking
 ///
 /// Levels: `info` for the start and the end of a request, `notice` for a retry, `warning` for a failure, `debug`
 /// for headers, redirects and timings, `trace` for each chunk of the body.
-public final class LoggingEventMonitor: EventMonitor, @unchecked Sendable {
-    // @unchecked Sendable: every property is a `let`; `Logger` is a value type used on `queue` only.
+public final class LoggingEventMonitor: EventMonitor, Sendable {
+    // Sendable, checked by the compiler: every property is a `let`; `Logger` is a value type used on `queue` only.
 
     /// Header names (lowercased) whose values are never logged unless ``logsSecrets``.
     public static let defaultRedactedHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]

@@ -24,8 +24,8 @@ extension Notification.Name {
 /// let reachability = NetworkReachabilityManager(host: "api.example.com")
 /// reachability?.startListening { status in print("network:", status) }
 /// ```
-public final class NetworkReachabilityManager: @unchecked Sendable {
-    // @unchecked Sendable: the listening state is inside `listening`, a `Protected` box; the rest is `let`.
+public final class NetworkReachabilityManager: Sendable {
+    // Sendable, checked by the compiler: the listening state is inside `listening`, a `Protected` box; the rest is `let`.
 
     /// How the host can be reached.
     public enum Status: Equatable, Sendable {
@@ -107,7 +107,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
             guard sk_nl_link(querySocket, index, &flags, &type, &name) == 0 else { continue }
             let up = flags & UInt32(IFF_UP) != 0 && flags & UInt32(IFF_RUNNING) != 0
             guard up else { continue }
-            return .reachable(Self.connectionType(name: String(cString: name), type: type, flags: flags))
+            return .reachable(Self.connectionType(name: String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self), type: type, flags: flags))
         }
         return .notReachable
     }
@@ -125,7 +125,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
     @discardableResult
     public func startListening(
         onQueue queue: DispatchQueue = DispatchQueue(label: "com.sessionkit.reachability"),
-        onUpdate: @escaping (Status) -> Void
+        onUpdate: @escaping @Sendable (Status) -> Void
     ) -> Bool {
         let socket = sk_nl_open(namespaceDescriptor)
         guard socket >= 0 else { return false }
@@ -134,7 +134,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
             state.stop = false
             state.last = .unknown
             // The thread holds the manager weakly: dropping the manager ends the watch.
-            let manager: () -> NetworkReachabilityManager? = { [weak self] in self }
+            let manager: @Sendable () -> NetworkReachabilityManager? = { [weak self] in self }
             let thread = Thread { Self.listen(to: manager, on: socket, queue: queue, onUpdate: onUpdate) }
             thread.name = "com.sessionkit.reachability"
             state.thread = thread
@@ -155,8 +155,8 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
 
     // MARK: - Private
 
-    private static func listen(to manager: () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
-                               onUpdate: @escaping (Status) -> Void) {
+    private static func listen(to manager: @Sendable () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
+                               onUpdate: @escaping @Sendable (Status) -> Void) {
         defer { close(socket) }
         var changed = true
         while true {
@@ -170,7 +170,7 @@ public final class NetworkReachabilityManager: @unchecked Sendable {
         }
     }
 
-    private func report(queue: DispatchQueue, onUpdate: @escaping (Status) -> Void) {
+    private func report(queue: DispatchQueue, onUpdate: @escaping @Sendable (Status) -> Void) {
         let now = status
         let isNew = listening.write { state -> Bool in
             guard !state.stop, state.last != now else { return false }

@@ -29,6 +29,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         var pinnedPublicKeyHashes: Set<String>
         var allowInvalidCertificates = false
         var validatesDomainName = true
+        /// The only anchors of ``SecurityPolicy/init(trustingRootCertificates:)``; nil: the trust's own anchors.
+        var trustedRootCertificates: Set<Data>? = nil
     }
 
     /// How the policy pins.
@@ -50,6 +52,30 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         self.pinningMode = pinningMode
         self.settings = Protected(Settings(pinnedCertificates: Self.derCertificates(pinnedCertificates), pinnedPublicKeyHashes: []))
         super.init()
+    }
+
+    /// A policy that trusts `rootCertificates` (DER or PEM) as the only anchors, instead of the system trust store,
+    /// and checks the domain name: what a private CA needs, as AsyncHTTPClient's `trustRoots: .certificates([ca])` or
+    /// Alamofire's `DefaultTrustEvaluator` with custom anchors. The chain must lead to one of them and be valid now,
+    /// and the server's certificate must name the host; no `allowInvalidCertificates` is needed. An empty set trusts
+    /// nothing.
+    ///
+    /// ```swift
+    /// let ca = try Data(contentsOf: URL(fileURLWithPath: "/etc/myapp/ca.pem"))
+    /// manager.securityPolicy = SecurityPolicy(trustingRootCertificates: [ca])
+    /// ```
+    public init(trustingRootCertificates rootCertificates: Set<Data>) {
+        self.pinningMode = .none
+        self.settings = Protected(Settings(
+            pinnedCertificates: [], pinnedPublicKeyHashes: [],
+            trustedRootCertificates: Self.derCertificates(rootCertificates)))
+        super.init()
+    }
+
+    /// The only trust anchors of a policy made with ``init(trustingRootCertificates:)`` (DER); nil for the other
+    /// policies, which use the system trust store.
+    public var trustedRootCertificates: Set<Data>? {
+        settings.read { $0.trustedRootCertificates }
     }
 
     /// A public-key policy pinning SHA-256 hashes of SubjectPublicKeyInfo, written `sha256/<base64>` as HPKP, OkHttp
@@ -165,17 +191,30 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         }
         let checkedDomain = settings.validatesDomainName ? domain : nil
         let chain = serverTrust.certificateChain
+        let anchors = settings.trustedRootCertificates.map { Array($0) } ?? serverTrust.anchors
+        if let roots = settings.trustedRootCertificates, roots.isEmpty {
+            return Refusal(code: .serverCertificateHasUnknownRoot,
+                           reason: "The policy trusts no root certificate: give SecurityPolicy(trustingRootCertificates:) the CA that issued the server's certificate.")
+        }
         // Verified against the system store (or the given anchors) only when the answer matters: a policy that
         // allows invalid certificates and pins certificates never looks at it, and a verification checks every
         // signature of the chain again.
         lazy var systemOutcome = ChainVerifier.verify(
-            chain: chain, anchors: serverTrust.anchors, domain: checkedDomain, date: serverTrust.verificationDate)
+            chain: chain, anchors: anchors, domain: checkedDomain, date: serverTrust.verificationDate)
 
         if pinningMode == .none {
             return settings.allowInvalidCertificates || systemOutcome.isTrusted ? nil : Refusal(systemOutcome, domain: checkedDomain)
         }
         if !settings.allowInvalidCertificates && !systemOutcome.isTrusted {
-            return Refusal(systemOutcome, domain: checkedDomain)
+            var refusal = Refusal(systemOutcome, domain: checkedDomain)
+            if systemOutcome.code != 62 && systemOutcome.code != 64 {
+                // AFNetworking's rule: pinning does not replace chain validation. Say how to fix the policy.
+                refusal = Refusal(code: refusal.code, reason: refusal.reason
+                    + " Pinning checks the chain against the system trust store first: for a private CA, use "
+                    + "SecurityPolicy(trustingRootCertificates: [ca]); to rely on the pins alone, set "
+                    + "allowInvalidCertificates = true.")
+            }
+            return refusal
         }
         let noPin = Refusal(reason: "No certificate of the server's chain matches a pinned "
             + (pinningMode == .certificate ? "certificate." : "public key."))
@@ -200,7 +239,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             // (whatever the domain), else as presented.
             var candidates = systemOutcome.isTrusted ? systemOutcome.builtChain : chain
             if !systemOutcome.isTrusted {
-                let built = ChainVerifier.verify(chain: chain, anchors: serverTrust.anchors, domain: nil,
+                let built = ChainVerifier.verify(chain: chain, anchors: anchors, domain: nil,
                                                  date: serverTrust.verificationDate)
                 if built.isTrusted { candidates = built.builtChain }
             }
@@ -230,8 +269,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     var configurationKey: String {
         let settings = self.settings.wrappedValue
         let certificates = settings.pinnedCertificates.map { Certificate.sha256($0).base64EncodedString() }.sorted()
+        let roots = settings.trustedRootCertificates.map {
+            "roots:" + $0.map { Certificate.sha256($0).base64EncodedString() }.sorted().joined(separator: ",")
+        }
         return ["\(pinningMode.rawValue)", "\(settings.allowInvalidCertificates)", "\(settings.validatesDomainName)",
-                settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ",")]
+                settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ","),
+                roots ?? "system"]
             .joined(separator: "|")
     }
 
@@ -254,9 +297,20 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             guard let der = certificate as? Data else { return nil }
             pinned.insert(der)
         }
+        var roots: Set<Data>?
+        if coder.containsValue(forKey: "trustedRootCertificates") {
+            guard let archived = coder.object("trustedRootCertificates") as? [Any] else { return nil }
+            var decoded = Set<Data>()
+            for certificate in archived {
+                guard let der = certificate as? Data else { return nil }
+                decoded.insert(der)
+            }
+            roots = decoded
+        }
         self.pinningMode = mode
         self.settings = Protected(Settings(pinnedCertificates: pinned, pinnedPublicKeyHashes: Set(hashes),
-                                           allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain))
+                                           allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain,
+                                           trustedRootCertificates: roots))
         super.init()
     }
 
@@ -269,6 +323,9 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         coder.encode(settings.pinnedPublicKeyHashes.sorted() as NSArray, forKey: "pinnedPublicKeyHashes")
         coder.encode(NSNumber(value: settings.allowInvalidCertificates), forKey: "allowInvalidCertificates")
         coder.encode(NSNumber(value: settings.validatesDomainName), forKey: "validatesDomainName")
+        if let roots = settings.trustedRootCertificates {
+            coder.encode(roots.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "trustedRootCertificates")
+        }
     }
 
     /// An independent policy with the same mode, pins and flags.

@@ -32,7 +32,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         var httpShouldUsePipelining: Bool?
         var networkServiceType: URLRequest.NetworkServiceType?
         var methodsEncodingParametersInURI: Set<String> = ["GET", "HEAD", "DELETE"]
-        var queryStringSerialization: ((URLRequest, Any) throws -> String)?
+        var queryStringSerialization: (@Sendable (URLRequest, Any) throws -> String)?
     }
 
     let state = Protected(State())
@@ -193,7 +193,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     // MARK: - Query string
 
     /// Replaces the query-string encoding with `block`; an error it throws fails the request with that error.
-    public func setQueryStringSerialization(_ block: @escaping (URLRequest, Any) throws -> String) {
+    public func setQueryStringSerialization(_ block: @escaping @Sendable (URLRequest, Any) throws -> String) {
         state.write { $0.queryStringSerialization = block }
     }
 
@@ -332,7 +332,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     public func request(
         withMultipartFormRequest request: URLRequest,
         writingStreamContentsToFile fileURL: URL,
-        completionHandler: ((Error?) -> Void)?
+        completionHandler: (@Sendable (Error?) -> Void)?
     ) -> URLRequest {
         var stripped = request
         // The stream is read on the writing queue only, once.
@@ -414,7 +414,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         if let value = state.cachePolicy { request.cachePolicy = value }
         if let value = state.httpShouldHandleCookies { request.httpShouldHandleCookies = value }
         if let value = state.allowsCellularAccess { request.allowsCellularAccess = value }
-        if let value = state.httpShouldUsePipelining { request.httpShouldUsePipelining = value }
+        if let value = state.httpShouldUsePipelining { request.usesHTTPPipelining = value }
         if let value = state.networkServiceType { request.networkServiceType = value }
     }
 

@@ -331,7 +331,8 @@ struct XMLPropertyListReader {
     }
 
     private static let dateLock = NSLock()
-    private static let dateFormatter = ISO8601DateFormatter()
+    // Guarded by dateLock: date(_:) is its only user and holds the lock.
+    nonisolated(unsafe) private static let dateFormatter = ISO8601DateFormatter()
 
     /// An ISO 8601 date as property lists write it (`2026-11-22T05:00:00Z`).
     private static func date(_ text: String) -> Date? {

@@ -97,9 +97,13 @@ public enum SessionKitError {
         if let data { userInfo[failingURLResponseDataKey] = data }
         if let url = response?.url {
             userInfo[NSURLErrorFailingURLErrorKey] = url
-            userInfo[NSURLErrorFailingURLStringErrorKey] = url.absoluteString
+            userInfo[failingURLStringErrorKey] = url.absoluteString
         }
         if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
         return NSError(domain: responseSerializationDomain, code: code.rawValue, userInfo: userInfo)
     }
 }
+
+/// The value of Foundation's `NSURLErrorFailingURLStringErrorKey` ("NSErrorFailingURLStringKey"), which Foundation
+/// deprecates but AFNetworking-style code still reads; spelled out so that the library builds without warnings.
+let failingURLStringErrorKey = "NSErrorFailingURLStringKey"

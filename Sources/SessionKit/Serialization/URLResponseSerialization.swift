@@ -8,7 +8,7 @@ import FoundationNetworking
 ///
 /// A manager holds one response serializer and never knows which: implement this protocol to decode bodies your
 /// own way. It runs off the session's delegate queue, once per task.
-public protocol URLResponseSerialization {
+public protocol URLResponseSerialization: Sendable {
     /// Returns the object decoded from `data`, or nil for a body that carries none.
     ///
     /// - Parameters:

@@ -7,8 +7,8 @@ import FoundationNetworking
 /// SessionKit's own tasks over libcurl (``CurlDataTask``, ``CurlUploadTask``, ``CurlDownloadTask``, run by a
 /// ``CurlTaskDriver``): the policy in the handshake, resumable downloads, the configuration's timeouts kept by the
 /// transfer.
-final class CurlTaskTransport: TaskTransport, @unchecked Sendable {
-    // @unchecked Sendable: `identifiers` is a `Protected` box; the rest is immutable after `init`.
+final class CurlTaskTransport: TaskTransport, Sendable {
+    // Sendable, checked by the compiler: `identifiers` is a `Protected` box; the rest is immutable after `init`.
 
     private let settings: CurlSessionSettings
     private let delegateQueue: DispatchQueue

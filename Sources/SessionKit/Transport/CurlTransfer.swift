@@ -509,7 +509,7 @@ final class CurlTransfer: @unchecked Sendable {
     private func error(for code: CURLcode) -> URLError {
         let reason = String(cString: curl_easy_strerror(code))
         let userInfo: [String: Any] = [
-            NSURLErrorFailingURLErrorKey: url, NSURLErrorFailingURLStringErrorKey: url.absoluteString,
+            NSURLErrorFailingURLErrorKey: url, failingURLStringErrorKey: url.absoluteString,
             NSLocalizedDescriptionKey: reason,
         ]
         if isTLS && policyEvaluated && !policyAccepted {

@@ -5,8 +5,8 @@ import Foundation
 /// once the delegate has
 /// consumed down to ``lowWater`` it asks the engine to resume it. So a download into a file, or a slow consumer,
 /// never piles the body up in memory between the engine thread and the delegate queue.
-final class FlowControl: @unchecked Sendable {
-    // @unchecked Sendable: `state` and `resumeAction` are `Protected` boxes.
+final class FlowControl: Sendable {
+    // Sendable, checked by the compiler: `state` and `resumeAction` are `Protected` boxes.
 
     static let highWater = 8 << 20
     static let lowWater = 4 << 20

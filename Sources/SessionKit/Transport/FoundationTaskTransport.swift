@@ -9,7 +9,9 @@ import FoundationNetworking
 struct FoundationTaskTransport: TaskTransport {
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
         if let refusal = Transport.pinningRefusal(for: request, policy: policy) { return refusal }
-        guard policy.pinningMode != .none || policy.allowInvalidCertificates || !policy.validatesDomainName else {
+        guard policy.pinningMode != .none || policy.allowInvalidCertificates || !policy.validatesDomainName
+            || policy.trustedRootCertificates != nil
+        else {
             return nil
         }
         return SessionKitError.session(

@@ -24,7 +24,7 @@ struct RedirectState {
         guard let current = request.url else { return .failure(URLError(.badURL)) }
         func failure(_ code: URLError.Code, _ reason: String) -> Result<URLRequest, URLError> {
             .failure(URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: current,
-                                               NSURLErrorFailingURLStringErrorKey: current.absoluteString]))
+                                               failingURLStringErrorKey: current.absoluteString]))
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
               let target = URL(string: location, relativeTo: current)?.absoluteURL,

@@ -1,0 +1,99 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// The async forms of uploads and downloads (issue 13): progress as an `AsyncSequence`, the result, cancellation.
+final class AsyncTransferTests: LoopbackTestCase {
+    private func temporaryFile() -> URL {
+        FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-transfer-\(UUID().uuidString)")
+    }
+
+    func testDownloadToFileStreamsProgressAndReturnsTheFile() async throws {
+        let manager = makeManager()
+        let destination = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let transfer = manager.download(URLRequest(url: server.url("/bytes/500000?seed=3")), to: destination)
+        var reports: [TransferProgress] = []
+        for await step in transfer.progress { reports.append(step) }
+        let (fileURL, response) = try await transfer.value
+        XCTAssertEqual(fileURL, destination)
+        XCTAssertEqual(response.statusCode, 200)
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: 500_000, seed: 3))
+        XCTAssertEqual(reports.last?.fractionCompleted ?? 0, 1.0, accuracy: 0.0001)
+        XCTAssertEqual(reports.map(\.completedUnitCount), reports.map(\.completedUnitCount).sorted())
+    }
+
+    func testDownloadWithFailingStatusThrowsAndLeavesNoFile() async throws {
+        let manager = makeManager()
+        let destination = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: destination) }
+        do {
+            _ = try await manager.download(URLRequest(url: server.url("/status/404")), to: destination).value
+            XCTFail("a 404 must throw")
+        } catch {
+            XCTAssertEqual((error as NSError).domain, SessionKitError.responseSerializationDomain)
+        }
+    }
+
+    func testUploadDataReturnsTheServersAnswerWithProgress() async throws {
+        let manager = makeManager()
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        let transfer = manager.upload(request, from: Data(String(repeating: "a", count: 200_000).utf8))
+        var last: TransferProgress?
+        for await step in transfer.progress { last = step }
+        let result = try await transfer.value
+        XCTAssertEqual(result.statusCode, 200)
+        XCTAssertEqual(((result.object as? [String: Any])?["data"] as? String)?.count, 200_000)
+        XCTAssertEqual(last?.completedUnitCount, 200_000)
+    }
+
+    func testUploadFileSendsTheFile() async throws {
+        let manager = makeManager()
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data("file body".utf8).write(to: file)
+        var request = URLRequest(url: server.url("/put"))
+        request.httpMethod = "PUT"
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        let result = try await manager.upload(request, fromFile: file).value
+        XCTAssertEqual((result.object as? [String: Any])?["data"] as? String, "file body")
+    }
+
+    func testMultipartUploadSendsFormPartsAndFile() async throws {
+        let manager = makeManager()
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Data("report body".utf8).write(to: file)
+        let transfer = try manager.multipartUpload("post", parameters: ["title": "report"]) { form in
+            try form.appendPart(withFileURL: file, name: "file", fileName: "report.txt", mimeType: "text/plain")
+        }
+        let result = try await transfer.value
+        let echo = result.object as? [String: Any]
+        XCTAssertEqual((echo?["form"] as? [String: Any])?["title"] as? String, "report")
+        XCTAssertEqual((echo?["files"] as? [String: Any])?["file"] as? String, "report body")
+    }
+
+    func testCancellingTheAwaitingTaskCancelsTheTransfer() async throws {
+        let manager = makeManager()
+        let destination = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let transfer = manager.download(URLRequest(url: server.url("/drip?numbytes=100&duration=20")), to: destination)
+        let waiter = Task { try await transfer.value }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        waiter.cancel()
+        do {
+            _ = try await waiter.value
+            XCTFail("a cancelled transfer must throw")
+        } catch let error as URLError {
+            XCTAssertEqual(error.code, .cancelled)
+        }
+        for await _ in transfer.progress {}  // the progress sequence ends too
+    }
+}
