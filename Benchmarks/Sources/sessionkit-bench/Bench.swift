@@ -190,9 +190,15 @@ struct Bench {
             FileHandle.standardError.write(Data("  measuring \(row.server) \(row.scenario.title)…\n".utf8))
             for _ in 0..<rounds {
                 for client in row.clients {
-                    let result = try await runChild(client: client, scenario: row.scenario, base: row.base, count: row.count,
-                                                    environment: environment)
-                    results[row.key, default: [:]][client, default: []].append(result)
+                    // A client that fails one measurement (AsyncHTTPClient 1.37's pool of 64 once stopped on a
+                    // precondition of its connection pool) leaves its cell empty ("n/a") instead of the whole table.
+                    do {
+                        let result = try await runChild(client: client, scenario: row.scenario, base: row.base,
+                                                        count: row.count, environment: environment)
+                        results[row.key, default: [:]][client, default: []].append(result)
+                    } catch {
+                        FileHandle.standardError.write(Data("  \(error)\n".prefix(400).utf8))
+                    }
                 }
             }
         }
