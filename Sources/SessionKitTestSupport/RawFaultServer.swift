@@ -45,8 +45,9 @@ public final class RawFaultServer: @unchecked Sendable {
         public let indexOnConnection: Int
         /// The connection's number, from 0.
         public let connection: Int
-        /// The request line's method and target.
+        /// The request line's method.
         public let method: String
+        /// The request line's target (its path and query, or an absolute URL for a proxy).
         public let target: String
         /// Every byte of the request, head and body.
         public let bytes: Data

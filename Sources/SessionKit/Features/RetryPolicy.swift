@@ -68,6 +68,7 @@ public struct RetryPolicy: RequestInterceptor {
         self.retryableURLErrorCodes = retryableURLErrorCodes
     }
 
+    /// Decides whether the failed attempt of `sessionRequest` is sent again, and when (see the type's rules).
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
         decision(for: sessionRequest.request ?? sessionRequest.initialRequest, response: sessionRequest.response,
                  retryCount: sessionRequest.retryCount, error: error)

@@ -146,7 +146,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             case 9:  // X509_V_ERR_CERT_NOT_YET_VALID
                 code = .serverCertificateNotYetValid
                 reason = "A certificate of the server's chain is not yet valid."
-            case 2, 18, 19, 20, 21:  // no issuer, self-signed leaf or root, no local issuer, leaf signature unverifiable
+            // No issuer, self-signed leaf or root, no local issuer, leaf signature unverifiable.
+            case 2, 18, 19, 20, 21:
                 code = .serverCertificateHasUnknownRoot
                 reason = "The server's certificate chain does not end at a trusted root (\(outcome.reason))."
             case 62, 64:  // X509_V_ERR_HOSTNAME_MISMATCH, X509_V_ERR_IP_ADDRESS_MISMATCH

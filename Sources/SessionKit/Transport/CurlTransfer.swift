@@ -315,7 +315,8 @@ final class CurlTransfer: @unchecked Sendable {
     private static let seekCallback: sk_curl_seek_callback = { userdata, offset, origin in
         guard let userdata else { return 1 }  // CURL_SEEKFUNC_FAIL
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-        guard let data = transfer.bodyData, origin == SEEK_SET, offset >= 0, offset <= data.count else { return 2 }  // CANTSEEK
+        // 2 is CURL_SEEKFUNC_CANTSEEK.
+        guard let data = transfer.bodyData, origin == SEEK_SET, offset >= 0, offset <= data.count else { return 2 }
         transfer.bodyOffset = Int(offset)
         return 0
     }

@@ -80,7 +80,8 @@ final class WireSafetyTests: XCTestCase {
         let server = try await start { request in
             switch (request.connection, request.indexOnConnection) {
             case (0, 1): return .reset  // no byte of an answer: a GET may go again on a new connection
-            case (1, 1): return .respondAndReset(Data("HTTP/1.1 200 OK\r\nContent-Le".utf8))  // a byte arrived: it may not
+            // A byte of an answer arrived: it may not go again.
+            case (1, 1): return .respondAndReset(Data("HTTP/1.1 200 OK\r\nContent-Le".utf8))
             default: return .respond(RawFaultServer.response())
             }
         }
