@@ -56,8 +56,8 @@ extension URLSessionManager {
                 guard suspend(task) else { return false }
                 monitor.request(sessionRequest, didSuspendTask: task)
             } else {
-                resume(task)
                 monitor.request(sessionRequest, didResumeTask: task)
+                resume(task)
             }
             return true
         }
@@ -139,8 +139,10 @@ extension URLSessionManager {
             current.wrappedValue = task
             let started = sessionRequest.taskStarted(task)
             monitor.request(sessionRequest, didCreateTask: task)
-            resume(task)
+            // Reported before the call: a loopback answer can reach the monitor from the delegate queue before
+            // `resume` returns here, and monitors see a request's events in order.
             monitor.request(sessionRequest, didResumeTask: task)
+            resume(task)
             if !started { task.cancel() }  // cancelled while adapting: the task ends at once, as cancelled
         }
     }
