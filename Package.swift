@@ -55,12 +55,14 @@ let package = Package(
             ],
             path: "Sources/SessionKitTestSupport",
             resources: [.copy("Certificates")],
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .executableTarget(
             name: "sessionkit-demo",
             dependencies: ["SessionKit", "SessionKitTestSupport"],
             path: "Sources/sessionkit-demo",
+            // Swift 5 mode: `setvbuf(stdout, …)` reads a C global that Swift 6 refuses; the demo's code is otherwise
+            // Swift 6 clean.
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
         .target(
@@ -71,13 +73,16 @@ let package = Package(
             name: "sessionkit-fuzz",
             dependencies: ["SessionKit", "CFuzzDriver"],
             path: "Sources/sessionkit-fuzz",
-            swiftSettings: [.swiftLanguageMode(.v5)]
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .testTarget(
             name: "SessionKitTests",
             dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log")],
             path: "Tests/SessionKitTests",
             exclude: ["Fixtures"],
+            // Swift 5 mode for now: the tests' callback helpers (`awaitCallback`'s `done`) are not `@Sendable`, and
+            // in Swift 6 mode hundreds of closures that capture them would need rewriting. IntegrationTests/Consumer
+            // checks SessionKit's API from Swift 6 code.
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
     ]

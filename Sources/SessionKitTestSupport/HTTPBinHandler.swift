@@ -247,7 +247,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         let status = HTTPResponseStatus(statusCode: Int(request.query["code"] ?? "") ?? 200)
         let pieces = max(1, min(count, 100))
         let interval = Int64(duration * 1000) / Int64(pieces)
-        context.eventLoop.scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [self] in
+        // On the channel's event loop: the handler and its context are used on that loop only.
+        context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(Int64(delay * 1000))) { [self] in
             var headers = HTTPHeaders()
             headers.add(name: "Content-Type", value: "application/octet-stream")
             headers.add(name: "Content-Length", value: String(count))
@@ -261,7 +262,7 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
                 var buffer = context.channel.allocator.buffer(capacity: size)
                 buffer.writeRepeatingByte(UInt8(ascii: "*"), count: size)
                 context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
-                context.eventLoop.scheduleTask(in: .milliseconds(interval)) { next(index + 1) }
+                context.eventLoop.assumeIsolated().scheduleTask(in: .milliseconds(interval)) { next(index + 1) }
             }
             next(0)
         }
@@ -412,7 +413,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// A JSON document with nesting, nulls and every JSON type.
-    static let sampleDocument: [String: Any] = [
+    // A `let` of plain values, never mutated.
+    nonisolated(unsafe) static let sampleDocument: [String: Any] = [
         "slideshow": [
             "author": "SessionKit", "date": "2026-11-22", "title": "Sample Slide Show", "draft": NSNull(),
             "slides": [["title": "Wake up", "type": "all", "count": 1, "ratio": 0.5, "visible": true, "notes": NSNull()]],

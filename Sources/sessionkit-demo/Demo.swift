@@ -34,14 +34,15 @@ struct Demo {
 
         // 1. GET with parameters, closure form.
         step(1, "GET with parameters (closure form)")
-        let getEcho: Any? = try await withCheckedThrowingContinuation { continuation in
+        // The closures are @Sendable and run on the completion queue: they hand back Sendable values (a String here).
+        let args: String = try await withCheckedThrowingContinuation { continuation in
             manager.get("get", parameters: ["q": "swift on linux", "page": 2, "tags": ["a", "b"]], headers: nil,
                         progress: nil,
-                        success: { _, object in continuation.resume(returning: object) },
+                        success: { _, object in continuation.resume(returning: json((object as? [String: Any])?["args"])) },
                         failure: { _, error in continuation.resume(throwing: error) })
         }
         show(sent: server.requests.last)
-        print("   received args: \(json((getEcho as? [String: Any])?["args"]))")
+        print("   received args: \(args)")
 
         // 2. JSON POST, async form.
         step(2, "JSON POST (async form)")
@@ -60,22 +61,24 @@ struct Demo {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-demo-\(getpid()).txt")
         try Data(String(repeating: "SessionKit streams this file.\n", count: 4_000).utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
-        let upload: Any? = try await withCheckedThrowingContinuation { continuation in
+        let (form, sentFile): (String, String) = try await withCheckedThrowingContinuation { continuation in
             manager.post("post", parameters: ["title": "demo upload"], headers: nil, constructingBodyWith: { form in
                 try form.appendPart(withFileURL: file, name: "document")
             }, progress: { progress in
                 uploadBar.draw(progress.fractionCompleted)
             }, success: { _, object in
-                continuation.resume(returning: object)
+                let files = (object as? [String: Any])?["files"] as? [String: Any]
+                continuation.resume(returning: (
+                    json((object as? [String: Any])?["form"]),
+                    "\(files?["document.filename"] ?? "?") (\(files?["document.length"] ?? 0) bytes, "
+                        + "\(files?["document.content-type"] ?? "?"))"))
             }, failure: { _, error in
                 continuation.resume(throwing: error)
             })
         }
         uploadBar.finish()
-        let files = (upload as? [String: Any])?["files"] as? [String: Any]
         show(sent: server.requests.last)
-        print("   server received form \(json((upload as? [String: Any])?["form"])) and file "
-            + "\(files?["document.filename"] ?? "?") (\(files?["document.length"] ?? 0) bytes, \(files?["document.content-type"] ?? "?"))")
+        print("   server received form \(form) and file \(sentFile)")
 
         // 4. Download with a progress bar.
         step(4, "download to a file, with progress")

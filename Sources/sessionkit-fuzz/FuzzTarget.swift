@@ -24,7 +24,8 @@ enum FuzzTarget: String, CaseIterable {
     private static let url = URL(string: "http://127.0.0.1/fuzz") ?? URL(fileURLWithPath: "/")
 
     /// The archivable classes, picked by the first byte of an `archive` input.
-    static let archiveDecoders: [(NSObject & NSSecureCoding, (Data) throws -> Any)] = [
+    // Read only, by libFuzzer's single thread.
+    nonisolated(unsafe) static let archiveDecoders: [(NSObject & NSSecureCoding, (Data) throws -> Any)] = [
         (HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1/v1")), { try SecureArchive.unarchive(HTTPSessionManager.self, from: $0) }),
         (URLSessionManager(), { try SecureArchive.unarchive(URLSessionManager.self, from: $0) }),
         (JSONRequestSerializer(), { try SecureArchive.unarchive(HTTPRequestSerializer.self, from: $0) }),

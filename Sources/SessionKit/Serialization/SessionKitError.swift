@@ -4,13 +4,102 @@ import Foundation
 import FoundationNetworking
 #endif
 
-/// Error domains and `userInfo` keys of the errors SessionKit creates itself.
+/// An error of SessionKit to switch on, and the error domains and `userInfo` keys of the errors SessionKit creates.
 ///
-/// Serialization errors keep AFNetworking's shape: an `NSError` in one of the two serialization domains with a
-/// `URLError` code (`-1011` for an unacceptable status, `-1016` for an unacceptable content type or a body that
-/// cannot be decoded), the failing response under ``failingURLResponseKey`` and its body under
-/// ``failingURLResponseDataKey``. Transport failures are `URLError`s with their real codes.
-public enum SessionKitError {
+/// SessionKit throws and passes AFNetworking's errors, so that AFNetworking-style code keeps working: serialization
+/// errors are `NSError`s in one of the two serialization domains with a `URLError` code (`-1011` for an unacceptable
+/// status, `-1016` for an unacceptable content type or a body that cannot be decoded), the failing response under
+/// ``failingURLResponseKey`` and its body under ``failingURLResponseDataKey``; transport failures are `URLError`s
+/// with their real codes. `SessionKitError(error)` reads any of them into a value with a ``kind`` to switch on, the
+/// ``statusCode``, the ``response`` and the ``body``; ``nsError`` is the error as it was thrown.
+///
+/// ```swift
+/// do {
+///     let user = try await manager.get("users/1", as: User.self)
+/// } catch {
+///     switch SessionKitError(error).kind {
+///     case .unacceptableStatusCode(404): print("no such user")
+///     case .transport(.timedOut): print("try again later")
+///     default: throw error
+///     }
+/// }
+/// ```
+public struct SessionKitError: Error, @unchecked Sendable {
+    // @unchecked Sendable: every field is a `let`; `nsError` (whose `userInfo` may hold a serializer's object) is
+    // never mutated after it was made.
+
+    /// What went wrong.
+    public enum Kind: Equatable, Sendable {
+        /// The response's status code failed validation (`-1011` in ``responseSerializationDomain``).
+        case unacceptableStatusCode(Int)
+        /// The response could not be serialized: an unacceptable content type or a body that cannot be decoded
+        /// (`-1016` in ``responseSerializationDomain``), or another response-serialization code.
+        case responseSerializationFailed(URLError.Code)
+        /// A typed result (`as: T.self`) could not be decoded from the body.
+        case decodingFailed
+        /// The request could not be built from its parameters (``requestSerializationDomain``).
+        case requestSerializationFailed(URLError.Code)
+        /// The manager refused or failed the task itself (``sessionDomain``).
+        case session(Code)
+        /// The transport failed: a `URLError` with its real code (TLS refusals and cancellation included).
+        case transport(URLError.Code)
+        /// An error SessionKit did not make (an interceptor's, say).
+        case other
+    }
+
+    /// What went wrong, to switch on.
+    public let kind: Kind
+    /// The error as SessionKit threw it, with AFNetworking's domain, code and `userInfo` keys.
+    public let nsError: NSError
+    /// The response that failed validation or serialization, when there was one.
+    public let response: HTTPURLResponse?
+    /// The body of that response, when there was one.
+    public let body: Data?
+
+    /// The status code of ``response``.
+    public var statusCode: Int? { response?.statusCode }
+
+    /// Reads `error` (any error SessionKit threw or passed to a closure) into a value to switch on.
+    public init(_ error: Error) {
+        if let error = error as? SessionKitError {
+            self = error
+            return
+        }
+        let nsError = error as NSError
+        self.nsError = nsError
+        response = Self.firstInChain(nsError) { $0.userInfo[Self.failingURLResponseKey] as? HTTPURLResponse }
+        body = Self.firstInChain(nsError) { $0.userInfo[Self.failingURLResponseDataKey] as? Data }
+        let code = URLError.Code(rawValue: nsError.code) ?? .unknown
+        switch nsError.domain {
+        case Self.responseSerializationDomain where code == .badServerResponse:
+            kind = .unacceptableStatusCode(response?.statusCode ?? 0)
+        case Self.responseSerializationDomain
+            where Self.firstInChain(nsError, { $0.userInfo[NSUnderlyingErrorKey] as? DecodingError }) != nil:
+            kind = .decodingFailed
+        case Self.responseSerializationDomain:
+            kind = .responseSerializationFailed(code)
+        case Self.requestSerializationDomain:
+            kind = .requestSerializationFailed(code)
+        case Self.sessionDomain:
+            kind = Code(rawValue: nsError.code).map(Kind.session) ?? .other
+        case NSURLErrorDomain:
+            kind = .transport(code)
+        default:
+            kind = error is DecodingError ? .decodingFailed : .other
+        }
+    }
+
+    /// The first value `read` finds in `error` or its chain of `NSUnderlyingErrorKey`s (16 links at most).
+    private static func firstInChain<T>(_ error: NSError, _ read: (NSError) -> T?) -> T? {
+        var current: NSError? = error
+        for _ in 0..<16 {
+            guard let nsError = current else { return nil }
+            if let value = read(nsError) { return value }
+            current = nsError.userInfo[NSUnderlyingErrorKey] as? NSError
+        }
+        return nil
+    }
+
     /// The domain of errors raised while a request is built from its parameters.
     public static let requestSerializationDomain = "com.sessionkit.error.serialization.request"
     /// The domain of errors raised while a response is validated or decoded.
@@ -28,7 +117,7 @@ public enum SessionKitError {
     public static let failingResponseObjectKey = "com.sessionkit.serialization.response.error.object"
 
     /// Codes of errors in ``sessionDomain``.
-    public enum Code: Int {
+    public enum Code: Int, Sendable {
         /// A task was requested from a manager whose session was invalidated without a reset.
         case sessionInvalidated = 1
         /// Resume data that SessionKit cannot use on the current transport, or that is not SessionKit's.

@@ -86,6 +86,16 @@ struct ConsumerChecks {
         }
         let sent = try await multipart.value
         try expect((((sent.object as? [String: Any])?["length"] as? Int) ?? 0) > 300_000, "multipartUpload")
+        // Errors to switch on.
+        do {
+            _ = try await manager.get("missing")
+            throw CheckFailure("a 404 must throw")
+        } catch {
+            switch SessionKitError(error).kind {
+            case .unacceptableStatusCode(404): break
+            default: throw CheckFailure("404: \(error)")
+            }
+        }
         print("async forms: ok")
     }
 
