@@ -335,7 +335,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         return url.absoluteString
     }
 
-    private func buildRequest(method: String, urlString: String, parameters: Any?, headers: [String: String]?) throws
+    func buildRequest(method: String, urlString: String, parameters: Any?, headers: [String: String]?) throws
         -> URLRequest
     {
         // URLRequest on Linux drops a value with CR, LF or NUL without a word: check before it sees them.

@@ -65,6 +65,12 @@ struct ConsumerChecks {
         var total = 0
         for try await chunk in bytes.body { total += chunk.count }
         try expect(total == 1000, "bytes(for:): \(total) bytes")
+        struct NewUser: Encodable, Sendable { let name: String }
+        let typed = try await manager.post("users", body: NewUser(name: "Hopper"), as: User.self)
+        try expect(typed.name == "Hopper", "typed body: \(typed)")
+        let typedPut = try await manager.request("PUT", "users/1", body: NewUser(name: "Ada"), as: User.self)
+        try expect(typedPut.id == 1, "typed request: \(typedPut)")
+
         // Uploads and downloads, with progress as an AsyncSequence.
         let target = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: target) }
