@@ -77,7 +77,9 @@ let package = Package(
         ),
         .testTarget(
             name: "SessionKitTests",
-            dependencies: ["SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log"),
+            ],
             path: "Tests/SessionKitTests",
             exclude: ["Fixtures"],
             // Swift 5 mode for now: the tests' callback helpers (`awaitCallback`'s `done`) are not `@Sendable`, and

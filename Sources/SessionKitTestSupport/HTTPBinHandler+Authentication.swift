@@ -14,14 +14,19 @@ extension HTTPBinHandler {
         switch parts[0] {
         case "digest-auth":
             let user = parts.count > 2 ? parts[2] : "", password = parts.count > 3 ? parts[3] : ""
-            if Self.digestAnswerIsValid(request.header("Authorization"), method: request.method, user: user,
-                                        password: password) {
+            if Self.digestAnswerIsValid(
+                request.header("Authorization"), method: request.method, user: user,
+                password: password)
+            {
                 return respond(context, request, json: ["authenticated": true, "user": user])
             }
             var headers = HTTPHeaders()
             let nonce = String(UInt64.random(in: 1...UInt64.max), radix: 16)
-            headers.add(name: "WWW-Authenticate",
-                        value: "Digest realm=\"\(Self.digestRealm)\", qop=\"auth\", nonce=\"\(nonce)\", opaque=\"0f0f\", algorithm=MD5")
+            headers.add(
+                name: "WWW-Authenticate",
+                value:
+                    "Digest realm=\"\(Self.digestRealm)\", qop=\"auth\", nonce=\"\(nonce)\", opaque=\"0f0f\", algorithm=MD5"
+            )
             respond(context, request, status: .unauthorized, json: ["authenticated": false], extraHeaders: headers)
         case "auth-redirect-to":
             let user = parts.count > 1 ? parts[1] : "", password = parts.count > 2 ? parts[2] : ""
@@ -46,14 +51,18 @@ extension HTTPBinHandler {
         "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
     }
 
-    private func challenge(_ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus, field: String) {
+    private func challenge(
+        _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus, field: String
+    ) {
         var headers = HTTPHeaders()
         headers.add(name: field, value: "Basic realm=\"Fake Realm\"")
         respond(context, request, status: status, json: ["authenticated": false], extraHeaders: headers)
     }
 
     /// Whether `authorization` is a correct Digest answer (RFC 7616, MD5, `qop=auth`) for `user` and `password`.
-    private static func digestAnswerIsValid(_ authorization: String?, method: String, user: String, password: String) -> Bool {
+    private static func digestAnswerIsValid(
+        _ authorization: String?, method: String, user: String, password: String
+    ) -> Bool {
         guard let authorization, authorization.hasPrefix("Digest ") else { return false }
         var fields: [String: String] = [:]
         var rest = Substring(authorization.dropFirst("Digest ".count))
@@ -74,8 +83,8 @@ extension HTTPBinHandler {
             }
         }
         guard fields["username"] == user, fields["realm"] == digestRealm, let nonce = fields["nonce"],
-              let uri = fields["uri"], let nc = fields["nc"], let cnonce = fields["cnonce"], fields["qop"] == "auth",
-              let answer = fields["response"]
+            let uri = fields["uri"], let nc = fields["nc"], let cnonce = fields["cnonce"], fields["qop"] == "auth",
+            let answer = fields["response"]
         else { return false }
         let ha1 = MD5.hex("\(user):\(digestRealm):\(password)")
         let ha2 = MD5.hex("\(method):\(uri)")

@@ -65,15 +65,17 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
                 // As httpbin: a teapot drawing with an `x-more-info` header and no Content-Type.
                 var headers = HTTPHeaders()
                 headers.add(name: "x-more-info", value: "http://tools.ietf.org/html/rfc2324")
-                return respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Self.teapot,
-                               contentType: nil, extraHeaders: headers)
+                return respond(
+                    context, request, status: HTTPResponseStatus(statusCode: code), body: Self.teapot,
+                    contentType: nil, extraHeaders: headers)
             }
             var headers = HTTPHeaders()
             // As httpbin: a 401 names a scheme, a 407 too, so that clients raise an authentication challenge.
             if code == 401 { headers.add(name: "WWW-Authenticate", value: "Basic realm=\"Fake Realm\"") }
             if code == 407 { headers.add(name: "Proxy-Authenticate", value: "Basic realm=\"Fake Realm\"") }
-            respond(context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil,
-                    extraHeaders: headers)
+            respond(
+                context, request, status: HTTPResponseStatus(statusCode: code), body: Data(), contentType: nil,
+                extraHeaders: headers)
         case "digest-auth", "auth-redirect-to", "proxy-auth":
             authenticate(context, request, parts: parts)
         case "bytes":
@@ -106,7 +108,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             let object = Dictionary(request.queryPairs, uniquingKeysWith: { first, _ in first })
             respond(context, request, json: object, extraHeaders: headers)
         case "basic-auth":
-            basicAuth(context, request, user: parts.count > 1 ? parts[1] : "", password: parts.count > 2 ? parts[2] : "")
+            basicAuth(
+                context, request, user: parts.count > 1 ? parts[1] : "", password: parts.count > 2 ? parts[2] : "")
         case "gzip":
             var echo = request.echo()
             echo["gzipped"] = true
@@ -120,12 +123,14 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             let bytes = parts.count > 1 ? min(Int(parts[1]) ?? 0, 256 << 20) : 0
             respond(context, request, body: Self.largeJSON(bytes: bytes), contentType: "application/json")
         case "plist":
-            let plist = (try? PropertyListSerialization.data(
-                fromPropertyList: ["name": "SessionKit", "items": [1, 2, 3], "nested": ["ok": true]],
-                format: request.query["format"] == "binary" ? .binary : .xml, options: 0)) ?? Data()
+            let plist =
+                (try? PropertyListSerialization.data(
+                    fromPropertyList: ["name": "SessionKit", "items": [1, 2, 3], "nested": ["ok": true]],
+                    format: request.query["format"] == "binary" ? .binary : .xml, options: 0)) ?? Data()
             respond(context, request, body: plist, contentType: "application/x-plist")
         case "xml":
-            let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<slideshow title=\"Sample\"><slide><title>One</title></slide></slideshow>\n"
+            let xml =
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<slideshow title=\"Sample\"><slide><title>One</title></slide></slideshow>\n"
             respond(context, request, body: Data(xml.utf8), contentType: "application/xml")
         case "cookies":
             cookies(context, request, parts: parts)
@@ -186,7 +191,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     /// N deterministic bytes; for `/bytes`, a `Range: bytes=S-` request (with an `If-Range` that matches the ETag,
     /// or none) gets the rest with 206, and `drop_after=K` closes the connection after K bytes of body (of a request
     /// without `Range`).
-    private func streamBytes(_ context: ChannelHandlerContext, _ request: Request, count: Int, chunked: Bool, chunkSize: Int) {
+    private func streamBytes(
+        _ context: ChannelHandlerContext, _ request: Request, count: Int, chunked: Bool, chunkSize: Int
+    ) {
         let seed = UInt64(request.query["seed"] ?? "") ?? 42
         let etag = "\"bytes-\(count)-\(seed)\""
         var start = 0
@@ -197,8 +204,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             headers.add(name: "ETag", value: etag)
             headers.add(name: "Accept-Ranges", value: "bytes")
             if let range = request.header("Range"), range.hasPrefix("bytes="), range.hasSuffix("-"),
-               let first = Int(range.dropFirst(6).dropLast()), first < count,
-               request.header("If-Range").map({ $0 == etag }) ?? true {
+                let first = Int(range.dropFirst(6).dropLast()), first < count,
+                request.header("If-Range").map({ $0 == etag }) ?? true
+            {
                 start = first
                 status = .partialContent
                 headers.add(name: "Content-Range", value: "bytes \(first)-\(count - 1)/\(count)")
@@ -268,7 +276,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    private func redirect(_ context: ChannelHandlerContext, _ request: Request, to location: String, status: HTTPResponseStatus) {
+    private func redirect(
+        _ context: ChannelHandlerContext, _ request: Request, to location: String, status: HTTPResponseStatus
+    ) {
         var headers = HTTPHeaders()
         headers.add(name: "Location", value: location)
         respond(context, request, status: status, body: Data(), contentType: nil, extraHeaders: headers)
@@ -288,7 +298,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     private func cookies(_ context: ChannelHandlerContext, _ request: Request, parts: [String]) {
         if parts.count > 1 && parts[1] == "set" {
             var headers = HTTPHeaders()
-            for (name, value) in request.queryPairs { headers.add(name: "Set-Cookie", value: "\(name)=\(value); Path=/") }
+            for (name, value) in request.queryPairs {
+                headers.add(name: "Set-Cookie", value: "\(name)=\(value); Path=/")
+            }
             headers.add(name: "Location", value: "/cookies")
             return respond(context, request, status: .found, body: Data(), contentType: nil, extraHeaders: headers)
         }
@@ -305,12 +317,14 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         switch mode {
         case "close-mid-body":
             // A chunked body that stops after some chunks: the connection closes with no final chunk.
-            partialBodyThenClose(context, request, headers: ["Content-Type": "application/json", "Transfer-Encoding": "chunked"],
-                                 body: Data("{\"partial\": [1, 2, 3, ".utf8))
+            partialBodyThenClose(
+                context, request, headers: ["Content-Type": "application/json", "Transfer-Encoding": "chunked"],
+                body: Data("{\"partial\": [1, 2, 3, ".utf8))
         case "short-body":
             // Content-Length promises 1000 bytes; 100 arrive, then the connection closes.
-            partialBodyThenClose(context, request, headers: ["Content-Type": "application/octet-stream", "Content-Length": "1000"],
-                                 body: Data(repeating: UInt8(ascii: "x"), count: 100))
+            partialBodyThenClose(
+                context, request, headers: ["Content-Type": "application/octet-stream", "Content-Length": "1000"],
+                body: Data(repeating: UInt8(ascii: "x"), count: 100))
         case "never-answer":
             break  // The request was read; no byte of a response will follow.
         case "reset":
@@ -344,7 +358,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     /// The body of `/status/418`.
-    private static let teapot = Data("""
+    private static let teapot = Data(
+        """
 
             -=[ teapot ]=-
 
@@ -363,7 +378,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         extraHeaders: HTTPHeaders = HTTPHeaders()
     ) {
         let data = (try? JSONSerialization.data(withJSONObject: json, options: [.sortedKeys])) ?? Data("{}".utf8)
-        respond(context, request, status: status, body: data, contentType: "application/json", extraHeaders: extraHeaders)
+        respond(
+            context, request, status: status, body: data, contentType: "application/json", extraHeaders: extraHeaders)
     }
 
     func respond(
@@ -383,7 +399,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         finish(context, request)
     }
 
-    private func writeHead(_ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus, headers: HTTPHeaders) {
+    private func writeHead(
+        _ context: ChannelHandlerContext, _ request: Request, status: HTTPResponseStatus, headers: HTTPHeaders
+    ) {
         var headers = headers
         headers.add(name: "Server", value: "SessionKitLoopback")
         if !request.head.isKeepAlive { headers.add(name: "Connection", value: "close") }
@@ -405,7 +423,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         var index = 0
         while data.count < bytes {
             if index > 0 { data.append(UInt8(ascii: ",")) }
-            data.append(contentsOf: Array("{\"id\":\(index),\"name\":\"item \(index)\",\"tags\":[\"a\",\"b\"],\"note\":null}".utf8))
+            data.append(
+                contentsOf: Array(
+                    "{\"id\":\(index),\"name\":\"item \(index)\",\"tags\":[\"a\",\"b\"],\"note\":null}".utf8))
             index += 1
         }
         data.append(UInt8(ascii: "]"))
@@ -417,8 +437,10 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     nonisolated(unsafe) static let sampleDocument: [String: Any] = [
         "slideshow": [
             "author": "SessionKit", "date": "2026-11-22", "title": "Sample Slide Show", "draft": NSNull(),
-            "slides": [["title": "Wake up", "type": "all", "count": 1, "ratio": 0.5, "visible": true, "notes": NSNull()]],
-        ] as [String: Any],
+            "slides": [
+                ["title": "Wake up", "type": "all", "count": 1, "ratio": 0.5, "visible": true, "notes": NSNull()]
+            ],
+        ] as [String: Any]
     ]
 }
 

@@ -101,17 +101,24 @@ public final class LoopbackServer: @unchecked Sendable {
                     }.flatMap {
                         channel.configureHTTP2SecureUpgrade(
                             h2ChannelConfigurator: { connection in
-                                connection.configureHTTP2Pipeline(mode: .server, inboundStreamInitializer: { stream in
-                                    stream.eventLoop.makeCompletedFuture {
-                                        try stream.pipeline.syncOperations.addHandler(HTTP2FramePayloadToHTTP1ServerCodec())
-                                        try stream.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: true, record: recorder))
+                                connection.configureHTTP2Pipeline(
+                                    mode: .server,
+                                    inboundStreamInitializer: { stream in
+                                        stream.eventLoop.makeCompletedFuture {
+                                            try stream.pipeline.syncOperations.addHandler(
+                                                HTTP2FramePayloadToHTTP1ServerCodec())
+                                            try stream.pipeline.syncOperations.addHandler(
+                                                HTTPBinHandler(isTLS: true, record: recorder))
+                                        }
                                     }
-                                }).map { _ in }
+                                ).map { _ in }
                             },
                             http1ChannelConfigurator: { connection in
                                 connection.eventLoop.makeCompletedFuture {
-                                    try connection.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                                    try connection.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: true, record: recorder))
+                                    try connection.pipeline.syncOperations.configureHTTPServerPipeline(
+                                        withErrorHandling: true)
+                                    try connection.pipeline.syncOperations.addHandler(
+                                        HTTPBinHandler(isTLS: true, record: recorder))
                                 }
                             })
                     }

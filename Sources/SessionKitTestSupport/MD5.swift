@@ -14,7 +14,9 @@ enum MD5 {
         4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23,
         6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
     ]
-    private static let constants: [UInt32] = (0..<64).map { UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296)) }
+    private static let constants: [UInt32] = (0..<64).map {
+        UInt32(truncatingIfNeeded: Int64(abs(sin(Double($0 + 1))) * 4_294_967_296))
+    }
 
     /// The 16-byte digest of `message`.
     static func digest(_ message: [UInt8]) -> [UInt8] {
@@ -28,7 +30,8 @@ enum MD5 {
             var words = [UInt32](repeating: 0, count: 16)
             for index in 0..<16 {
                 let base = chunk + index * 4
-                words[index] = UInt32(bytes[base]) | UInt32(bytes[base + 1]) << 8 | UInt32(bytes[base + 2]) << 16
+                words[index] =
+                    UInt32(bytes[base]) | UInt32(bytes[base + 1]) << 8 | UInt32(bytes[base + 2]) << 16
                     | UInt32(bytes[base + 3]) << 24
             }
             var (a, b, c, d) = state
@@ -57,6 +60,8 @@ enum MD5 {
             }
             state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d)
         }
-        return [state.0, state.1, state.2, state.3].flatMap { word in (0..<4).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) } }
+        return [state.0, state.1, state.2, state.3].flatMap { word in
+            (0..<4).map { UInt8(truncatingIfNeeded: word >> (8 * $0)) }
+        }
     }
 }

@@ -61,7 +61,9 @@ public final class RawFaultServer: @unchecked Sendable {
     private let channel: Channel
     private let log: NIOLockedValueBox<[ReceivedRequest]>
 
-    private init(port: Int, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<[ReceivedRequest]>) {
+    private init(
+        port: Int, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<[ReceivedRequest]>
+    ) {
         self.port = port
         self.group = group
         self.channel = channel
@@ -81,14 +83,17 @@ public final class RawFaultServer: @unchecked Sendable {
                     defer { counters.connections += 1 }
                     return counters.connections
                 }
-                let handler = RawFaultHandler(connection: connection, script: script, record: { request in
-                    log.withLockedValue { $0.append(request) }
-                }, nextIndex: {
-                    counters.withLockedValue { counters -> Int in
-                        defer { counters.requests += 1 }
-                        return counters.requests
-                    }
-                })
+                let handler = RawFaultHandler(
+                    connection: connection, script: script,
+                    record: { request in
+                        log.withLockedValue { $0.append(request) }
+                    },
+                    nextIndex: {
+                        counters.withLockedValue { counters -> Int in
+                            defer { counters.requests += 1 }
+                            return counters.requests
+                        }
+                    })
                 return channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(handler)
                 }
@@ -136,8 +141,10 @@ private final class RawFaultHandler: ChannelInboundHandler {
     private var requestsOnConnection = 0
     private var done = false
 
-    init(connection: Int, script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action,
-         record: @escaping (RawFaultServer.ReceivedRequest) -> Void, nextIndex: @escaping () -> Int) {
+    init(
+        connection: Int, script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action,
+        record: @escaping (RawFaultServer.ReceivedRequest) -> Void, nextIndex: @escaping () -> Int
+    ) {
         self.connection = connection
         self.script = script
         self.record = record
@@ -155,7 +162,8 @@ private final class RawFaultHandler: ChannelInboundHandler {
             let request = RawFaultServer.ReceivedRequest(
                 index: nextIndex(), indexOnConnection: requestsOnConnection, connection: connection,
                 method: line.first.map(String.init) ?? "", target: line.dropFirst().first.map(String.init) ?? "",
-                bytes: Data(raw), body: Data(raw[raw.startIndex + bodyRange.lowerBound..<raw.startIndex + bodyRange.upperBound]))
+                bytes: Data(raw),
+                body: Data(raw[raw.startIndex + bodyRange.lowerBound..<raw.startIndex + bodyRange.upperBound]))
             requestsOnConnection += 1
             record(request)
             perform(script(request), context: context)
@@ -232,11 +240,15 @@ private final class RawFaultHandler: ChannelInboundHandler {
         var length = 0
         var chunked = false
         for line in head.split(separator: "\r\n") {
-            if line.hasPrefix("content-length:") { length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0 }
+            if line.hasPrefix("content-length:") {
+                length = Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0
+            }
             if line.hasPrefix("transfer-encoding:") && line.contains("chunked") { chunked = true }
         }
         if chunked {
-            guard let end = find([0x0D, 0x0A, 0x30, 0x0D, 0x0A, 0x0D, 0x0A], in: bytes, from: bodyStart - 2) else { return nil }
+            guard let end = find([0x0D, 0x0A, 0x30, 0x0D, 0x0A, 0x0D, 0x0A], in: bytes, from: bodyStart - 2) else {
+                return nil
+            }
             return (end + 7, bodyStart..<end + 7)
         }
         guard bytes.count >= bodyStart + length else { return nil }

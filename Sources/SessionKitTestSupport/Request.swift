@@ -33,7 +33,8 @@ struct Request {
     var headerDictionary: [String: String] {
         var result: [String: String] = [:]
         for (name, value) in head.headers {
-            let key = name.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined(separator: "-")
+            let key = name.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }.joined(
+                separator: "-")
             result[key] = result[key].map { "\($0),\(value)" } ?? value
         }
         return result
@@ -58,9 +59,13 @@ struct Request {
             for (key, value) in Self.formPairs(String(decoding: body, as: UTF8.self)) {
                 form[key] = form[key].map { (($0 as? [String]) ?? [$0 as? String ?? ""]) + [value] } ?? value
             }
-        } else if contentType.hasPrefix("multipart/form-data"), let boundary = Self.boundary(in: header("Content-Type") ?? "") {
+        } else if contentType.hasPrefix("multipart/form-data"),
+            let boundary = Self.boundary(in: header("Content-Type") ?? "")
+        {
             for part in MultipartParser.parts(of: body, boundary: boundary) {
-                let text = String(data: part.body, encoding: .utf8) ?? "data:application/octet-stream;base64," + part.body.base64EncodedString()
+                let text =
+                    String(data: part.body, encoding: .utf8) ?? "data:application/octet-stream;base64,"
+                    + part.body.base64EncodedString()
                 if part.fileName != nil {
                     files[part.name] = text
                     files[part.name + ".filename"] = part.fileName
@@ -71,7 +76,9 @@ struct Request {
                 }
             }
         } else {
-            dataText = String(data: body, encoding: .utf8) ?? "data:application/octet-stream;base64," + body.base64EncodedString()
+            dataText =
+                String(data: body, encoding: .utf8) ?? "data:application/octet-stream;base64,"
+                + body.base64EncodedString()
             if contentType.contains("json") {
                 json = (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) ?? NSNull()
             }
@@ -97,7 +104,9 @@ struct Request {
     static func boundary(in contentType: String) -> String? {
         for parameter in contentType.split(separator: ";") {
             let kv = parameter.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            if kv.count == 2, kv[0].lowercased() == "boundary" { return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            if kv.count == 2, kv[0].lowercased() == "boundary" {
+                return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            }
         }
         return nil
     }
@@ -146,7 +155,9 @@ enum MultipartParser {
     private static func parameter(_ name: String, in line: String) -> String? {
         for piece in line.split(separator: ";") {
             let kv = piece.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
-            if kv.count == 2, kv[0].lowercased() == name { return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\"")) }
+            if kv.count == 2, kv[0].lowercased() == name {
+                return kv[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+            }
         }
         return nil
     }

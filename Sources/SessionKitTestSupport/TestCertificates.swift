@@ -12,9 +12,12 @@ public enum TestCertificates {
 
         /// NIOSSL's server configuration for this identity.
         func serverConfiguration() throws -> TLSConfiguration {
-            let chain = try NIOSSLCertificate.fromPEMFile(chainFile.path).map { NIOSSLCertificateSource.certificate($0) }
+            let chain = try NIOSSLCertificate.fromPEMFile(chainFile.path).map {
+                NIOSSLCertificateSource.certificate($0)
+            }
             let key = try NIOSSLPrivateKey(file: keyFile.path, format: .pem)
-            var configuration = TLSConfiguration.makeServerConfiguration(certificateChain: chain, privateKey: .privateKey(key))
+            var configuration = TLSConfiguration.makeServerConfiguration(
+                certificateChain: chain, privateKey: .privateKey(key))
             // Clients that keep connections open would otherwise hold the server's shutdown for 5 s.
             configuration.shutdownTimeout = .milliseconds(100)
             return configuration
@@ -32,8 +35,9 @@ public enum TestCertificates {
 
     /// A leaf for `localhost`, `127.0.0.1` and `::1`, served with the root CA after it.
     public static var localhost: Identity {
-        Identity(chainFile: directory.appendingPathComponent("localhost-chain.pem"),
-                 keyFile: directory.appendingPathComponent("localhost.key"))
+        Identity(
+            chainFile: directory.appendingPathComponent("localhost-chain.pem"),
+            keyFile: directory.appendingPathComponent("localhost.key"))
     }
 
     /// A chain made by the script for the live TLS tests, `<name>-chain.pem`, with the key of its leaf: one of
@@ -41,8 +45,9 @@ public enum TestCertificates {
     /// `missing-intermediate` (the intermediate-localhost leaf served with the root but without its intermediate).
     public static func served(_ name: String) -> Identity {
         let key = name == "missing-intermediate" ? "intermediate-localhost" : name
-        return Identity(chainFile: directory.appendingPathComponent("\(name)-chain.pem"),
-                        keyFile: directory.appendingPathComponent("\(key).key"))
+        return Identity(
+            chainFile: directory.appendingPathComponent("\(name)-chain.pem"),
+            keyFile: directory.appendingPathComponent("\(key).key"))
     }
 
     /// The DER bytes of the first certificate in a PEM file.
@@ -50,8 +55,10 @@ public enum TestCertificates {
         let text = try String(contentsOf: pemFile, encoding: .utf8)
         let begin = "-----BEGIN CERTIFICATE-----"
         let end = "-----END CERTIFICATE-----"
-        guard let start = text.range(of: begin), let stop = text.range(of: end, range: start.upperBound..<text.endIndex),
-              let der = Data(base64Encoded: String(text[start.upperBound..<stop.lowerBound]), options: .ignoreUnknownCharacters)
+        guard let start = text.range(of: begin),
+            let stop = text.range(of: end, range: start.upperBound..<text.endIndex),
+            let der = Data(
+                base64Encoded: String(text[start.upperBound..<stop.lowerBound]), options: .ignoreUnknownCharacters)
         else {
             throw CocoaError(.fileReadCorruptFile)
         }

@@ -3,7 +3,7 @@ import SessionKit
 import SessionKitTestSupport
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `make demo`: a tour of SessionKit against its embedded loopback server.
@@ -24,7 +24,9 @@ struct Demo {
     static func run() async throws {
         let server = try await LoopbackServer.start()
         defer { Task { try? await server.shutdown() } }
-        print("SessionKit \(SessionKitVersion.current) on libcurl \(SessionKitVersion.libcurl), \(SessionKitVersion.openSSL)")
+        print(
+            "SessionKit \(SessionKitVersion.current) on libcurl \(SessionKitVersion.libcurl), \(SessionKitVersion.openSSL)"
+        )
         print("Embedded server: \(server.baseURL.absoluteString)\n")
 
         let manager = HTTPSessionManager(baseURL: server.url("/"))
@@ -36,10 +38,11 @@ struct Demo {
         step(1, "GET with parameters (closure form)")
         // The closures are @Sendable and run on the completion queue: they hand back Sendable values (a String here).
         let args: String = try await withCheckedThrowingContinuation { continuation in
-            manager.get("get", parameters: ["q": "swift on linux", "page": 2, "tags": ["a", "b"]], headers: nil,
-                        progress: nil,
-                        success: { _, object in continuation.resume(returning: json((object as? [String: Any])?["args"])) },
-                        failure: { _, error in continuation.resume(throwing: error) })
+            manager.get(
+                "get", parameters: ["q": "swift on linux", "page": 2, "tags": ["a", "b"]], headers: nil,
+                progress: nil,
+                success: { _, object in continuation.resume(returning: json((object as? [String: Any])?["args"])) },
+                failure: { _, error in continuation.resume(throwing: error) })
         }
         show(sent: server.requests.last)
         print("   received args: \(args)")
@@ -49,7 +52,8 @@ struct Demo {
         let jsonSerializer = JSONRequestSerializer()
         jsonSerializer.setValue("sessionkit-demo", forHTTPHeaderField: "X-Client")
         manager.requestSerializer = jsonSerializer
-        let post = try await manager.post("post", parameters: ["name": "Ada", "languages": ["Swift", "C"], "admin": false])
+        let post = try await manager.post(
+            "post", parameters: ["name": "Ada", "languages": ["Swift", "C"], "admin": false])
         show(sent: server.requests.last)
         print("   status \(post.statusCode); server parsed json: \(json((post.object as? [String: Any])?["json"]))")
         let formSerializer = HTTPRequestSerializer()
@@ -62,19 +66,26 @@ struct Demo {
         try Data(String(repeating: "SessionKit streams this file.\n", count: 4_000).utf8).write(to: file)
         defer { try? FileManager.default.removeItem(at: file) }
         let (form, sentFile): (String, String) = try await withCheckedThrowingContinuation { continuation in
-            manager.post("post", parameters: ["title": "demo upload"], headers: nil, constructingBodyWith: { form in
-                try form.appendPart(withFileURL: file, name: "document")
-            }, progress: { progress in
-                uploadBar.draw(progress.fractionCompleted)
-            }, success: { _, object in
-                let files = (object as? [String: Any])?["files"] as? [String: Any]
-                continuation.resume(returning: (
-                    json((object as? [String: Any])?["form"]),
-                    "\(files?["document.filename"] ?? "?") (\(files?["document.length"] ?? 0) bytes, "
-                        + "\(files?["document.content-type"] ?? "?"))"))
-            }, failure: { _, error in
-                continuation.resume(throwing: error)
-            })
+            manager.post(
+                "post", parameters: ["title": "demo upload"], headers: nil,
+                constructingBodyWith: { form in
+                    try form.appendPart(withFileURL: file, name: "document")
+                },
+                progress: { progress in
+                    uploadBar.draw(progress.fractionCompleted)
+                },
+                success: { _, object in
+                    let files = (object as? [String: Any])?["files"] as? [String: Any]
+                    continuation.resume(
+                        returning: (
+                            json((object as? [String: Any])?["form"]),
+                            "\(files?["document.filename"] ?? "?") (\(files?["document.length"] ?? 0) bytes, "
+                                + "\(files?["document.content-type"] ?? "?"))"
+                        ))
+                },
+                failure: { _, error in
+                    continuation.resume(throwing: error)
+                })
         }
         uploadBar.finish()
         show(sent: server.requests.last)
@@ -82,18 +93,24 @@ struct Demo {
 
         // 4. Download with a progress bar.
         step(4, "download to a file, with progress")
-        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-demo-\(getpid()).bin")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sessionkit-demo-\(getpid()).bin")
         defer { try? FileManager.default.removeItem(at: destination) }
         let size = 2_000_000
         let downloaded: URL = try await withCheckedThrowingContinuation { continuation in
             let request = URLRequest(url: server.url("/drip?numbytes=\(size)&duration=2"))
-            let task = manager.downloadTask(with: request, progress: { progress in
-                downloadBar.draw(progress.fractionCompleted)
-            }, destination: { _, _ in destination }, completionHandler: { _, url, error in
-                if let url { continuation.resume(returning: url) } else {
-                    continuation.resume(throwing: error ?? URLError(.unknown))
-                }
-            })
+            let task = manager.downloadTask(
+                with: request,
+                progress: { progress in
+                    downloadBar.draw(progress.fractionCompleted)
+                }, destination: { _, _ in destination },
+                completionHandler: { _, url, error in
+                    if let url {
+                        continuation.resume(returning: url)
+                    } else {
+                        continuation.resume(throwing: error ?? URLError(.unknown))
+                    }
+                })
             manager.resume(task)
         }
         downloadBar.finish()
@@ -128,12 +145,15 @@ struct Demo {
         secure.transport = .curl
         secure.securityPolicy = pinned
         let pinnedResult = try await secure.get("get", parameters: ["pinned": "yes"])
-        print("   \(tls.baseURL.absoluteString): status \(pinnedResult.statusCode) with the pinned root "
-            + "(\(try Certificate(der: root).subject))")
+        print(
+            "   \(tls.baseURL.absoluteString): status \(pinnedResult.statusCode) with the pinned root "
+                + "(\(try Certificate(der: root).subject))")
 
         let wrong = HTTPSessionManager(baseURL: tls.baseURL)
         wrong.transport = .curl
-        wrong.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        wrong.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: [
+            "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        ])
         wrong.securityPolicy.allowInvalidCertificates = true
         let before = tls.requestCount
         do {
@@ -160,7 +180,7 @@ struct Demo {
 
     static func json(_ value: Any?) -> String {
         guard let value, JSONSerialization.isValidJSONObject(value),
-              let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
+            let data = try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])
         else { return String(describing: value ?? "nil") }
         return String(decoding: data, as: UTF8.self)
     }

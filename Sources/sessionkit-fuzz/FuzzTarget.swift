@@ -2,10 +2,10 @@ import Foundation
 import SessionKit
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(FoundationXML)
-import FoundationXML
+    import FoundationXML
 #endif
 
 /// The parsers the fuzzer drives. Each input is split into a status code, a content type and a body, so that
@@ -26,16 +26,29 @@ enum FuzzTarget: String, CaseIterable {
     /// The archivable classes, picked by the first byte of an `archive` input.
     // Read only, by libFuzzer's single thread.
     nonisolated(unsafe) static let archiveDecoders: [(NSObject & NSSecureCoding, (Data) throws -> Any)] = [
-        (HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1/v1")), { try SecureArchive.unarchive(HTTPSessionManager.self, from: $0) }),
+        (
+            HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1/v1")),
+            { try SecureArchive.unarchive(HTTPSessionManager.self, from: $0) }
+        ),
         (URLSessionManager(), { try SecureArchive.unarchive(URLSessionManager.self, from: $0) }),
         (JSONRequestSerializer(), { try SecureArchive.unarchive(HTTPRequestSerializer.self, from: $0) }),
-        (PropertyListRequestSerializer(), { try SecureArchive.unarchive(PropertyListRequestSerializer.self, from: $0) }),
+        (
+            PropertyListRequestSerializer(),
+            { try SecureArchive.unarchive(PropertyListRequestSerializer.self, from: $0) }
+        ),
         (JSONResponseSerializer(), { try SecureArchive.unarchive(HTTPResponseSerializer.self, from: $0) }),
-        (PropertyListResponseSerializer(), { try SecureArchive.unarchive(PropertyListResponseSerializer.self, from: $0) }),
-        (CompoundResponseSerializer(responseSerializers: [JSONResponseSerializer(), XMLParserResponseSerializer()]),
-         { try SecureArchive.unarchive(CompoundResponseSerializer.self, from: $0) }),
-        (SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
-         { try SecureArchive.unarchive(SecurityPolicy.self, from: $0) }),
+        (
+            PropertyListResponseSerializer(),
+            { try SecureArchive.unarchive(PropertyListResponseSerializer.self, from: $0) }
+        ),
+        (
+            CompoundResponseSerializer(responseSerializers: [JSONResponseSerializer(), XMLParserResponseSerializer()]),
+            { try SecureArchive.unarchive(CompoundResponseSerializer.self, from: $0) }
+        ),
+        (
+            SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="]),
+            { try SecureArchive.unarchive(SecurityPolicy.self, from: $0) }
+        ),
         (HTTPRequestSerializer(), { try SecureArchive.unarchive(HTTPRequestSerializer.self, from: $0) }),
         (HTTPResponseSerializer(), { try SecureArchive.unarchive(HTTPResponseSerializer.self, from: $0) }),
         (XMLParserResponseSerializer(), { try SecureArchive.unarchive(XMLParserResponseSerializer.self, from: $0) }),
@@ -73,7 +86,8 @@ enum FuzzTarget: String, CaseIterable {
         let body = Data(bytes[index...])
         var headers: [String: String] = [:]
         if !contentType.isEmpty { headers["Content-Type"] = contentType }
-        let response = HTTPURLResponse(url: Self.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)
+        let response = HTTPURLResponse(
+            url: Self.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: headers)
 
         switch self {
         case .http:

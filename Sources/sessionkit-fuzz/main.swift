@@ -42,20 +42,26 @@ if status != -1 { exit(status) }
 var replayed = 0
 let rounds = driverArguments.first { $0.hasPrefix("-runs=") }.flatMap { Int($0.dropFirst(6)) } ?? 1
 for _ in 0..<max(1, rounds) {
-for path in driverArguments.dropFirst() where !path.hasPrefix("-") {
-    var isDirectory: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
-    let files = isDirectory.boolValue
-        ? ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted().map { "\(path)/\($0)" }
-        : [path]
-    for file in files {
-        if let data = FileManager.default.contents(atPath: file) {
-            target.run(data)
-            replayed += 1
+    for path in driverArguments.dropFirst() where !path.hasPrefix("-") {
+        var isDirectory: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else { continue }
+        let files =
+            isDirectory.boolValue
+            ? ((try? FileManager.default.contentsOfDirectory(atPath: path)) ?? []).sorted().map { "\(path)/\($0)" }
+            : [path]
+        for file in files {
+            if let data = FileManager.default.contents(atPath: file) {
+                target.run(data)
+                replayed += 1
+            }
         }
     }
 }
-}
 let procStatus = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
-let peak = procStatus.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map { $0.dropFirst(6).trimmingCharacters(in: .whitespaces) } ?? "?"
-print("sessionkit-fuzz \(target.rawValue): replayed \(replayed) inputs without a crash, peak RSS \(peak) (not a fuzzer build)")
+let peak =
+    procStatus.split(separator: "\n").first { $0.hasPrefix("VmHWM:") }.map {
+        $0.dropFirst(6).trimmingCharacters(in: .whitespaces)
+    } ?? "?"
+print(
+    "sessionkit-fuzz \(target.rawValue): replayed \(replayed) inputs without a crash, peak RSS \(peak) (not a fuzzer build)"
+)

@@ -17,11 +17,15 @@ extension NSCoder {
     /// Whether the archive's format version is one this SessionKit reads; records an error when it is not.
     func decodeArchiveVersion() -> Bool {
         guard let version = number(ArchiveFormat.versionKey)?.intValue else {
-            failWithError(CocoaError(.coderValueNotFound, userInfo: [NSDebugDescriptionErrorKey: "no SessionKit.version"]))
+            failWithError(
+                CocoaError(.coderValueNotFound, userInfo: [NSDebugDescriptionErrorKey: "no SessionKit.version"]))
             return false
         }
         guard version >= 1, version <= ArchiveFormat.currentVersion else {
-            failWithError(CocoaError(.coderReadCorrupt, userInfo: [NSDebugDescriptionErrorKey: "\(SecureArchiveError.unsupportedVersion(version))"]))
+            failWithError(
+                CocoaError(
+                    .coderReadCorrupt,
+                    userInfo: [NSDebugDescriptionErrorKey: "\(SecureArchiveError.unsupportedVersion(version))"]))
             return false
         }
         return true

@@ -69,7 +69,9 @@ final class ArchiveDecoder: NSCoder {
 
     override func decodeObject(of classes: [AnyClass]?, forKey key: String) -> Any? {
         guard let object = value(forKey: key) else { return nil }
-        guard let classes, let instance = object as? NSObject, !(object is String || object is NSNumber) else { return object }
+        guard let classes, let instance = object as? NSObject, !(object is String || object is NSNumber) else {
+            return object
+        }
         guard classes.contains(where: { instance.isKind(of: $0) }) else {
             fail("\(key) holds a \(type(of: instance)), which is not allowed there")
             return nil
@@ -114,8 +116,8 @@ final class ArchiveDecoder: NSCoder {
     private func build(_ entry: Any) -> Any? {
         guard let instance = entry as? [String: Any] else { return entry }  // a plain value
         guard let classUID = instance["$class"] as? UID,
-              let description = context.objects[safe: classUID.value] as? [String: Any],
-              let name = description["$classname"] as? String
+            let description = context.objects[safe: classUID.value] as? [String: Any],
+            let name = description["$classname"] as? String
         else {
             fail("an object without a class")
             return nil
@@ -125,7 +127,7 @@ final class ArchiveDecoder: NSCoder {
             return plainList(instance["NS.objects"])
         case "NSDictionary", "NSMutableDictionary":
             guard let keys = plainList(instance["NS.keys"]), let values = plainList(instance["NS.objects"]),
-                  keys.count == values.count
+                keys.count == values.count
             else { return nil }
             var dictionary: [String: Any] = [:]
             for (key, value) in zip(keys, values) {
@@ -134,8 +136,10 @@ final class ArchiveDecoder: NSCoder {
             }
             return dictionary
         case "NSURL":
-            guard let relative = (instance["NS.relative"] as? UID).flatMap({ context.objects[safe: $0.value] as? String }),
-                  let url = URL(string: relative)
+            guard
+                let relative = (instance["NS.relative"] as? UID).flatMap({ context.objects[safe: $0.value] as? String }
+                ),
+                let url = URL(string: relative)
             else { return nil }
             return url
         case "NSString", "NSMutableString":
@@ -152,7 +156,8 @@ final class ArchiveDecoder: NSCoder {
         guard let references = raw as? [Any] else { return nil }
         var values: [Any] = []
         for reference in references {
-            guard let uid = reference as? UID, let value = context.objects[safe: uid.value], !(value is [String: Any]) else {
+            guard let uid = reference as? UID, let value = context.objects[safe: uid.value], !(value is [String: Any])
+            else {
                 fail("a container holds something other than plain values")
                 return nil
             }

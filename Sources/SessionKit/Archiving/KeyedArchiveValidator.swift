@@ -26,7 +26,9 @@ struct KeyedArchiveValidator {
     /// Validates `data`; `rootClassName` must be among the root object's classes.
     @discardableResult
     func validate(_ data: Data, rootClassName: String) throws -> Contents {
-        guard BinaryPropertyListReader.isBinaryPropertyList(data) else { throw SecureArchiveError.malformed("not a binary archive") }
+        guard BinaryPropertyListReader.isBinaryPropertyList(data) else {
+            throw SecureArchiveError.malformed("not a binary archive")
+        }
         let top: Any
         do {
             top = try BinaryPropertyListReader.read(data, uidsAsDictionaries: false)
@@ -34,11 +36,11 @@ struct KeyedArchiveValidator {
             throw SecureArchiveError.malformed("\(error)")
         }
         guard let envelope = top as? [String: Any],
-              envelope["$archiver"] as? String == "NSKeyedArchiver",
-              envelope["$version"] as? Int == 100_000,
-              let topLevel = envelope["$top"] as? [String: Any],
-              let objects = envelope["$objects"] as? [Any],
-              Set(envelope.keys) == ["$archiver", "$version", "$top", "$objects"]
+            envelope["$archiver"] as? String == "NSKeyedArchiver",
+            envelope["$version"] as? Int == 100_000,
+            let topLevel = envelope["$top"] as? [String: Any],
+            let objects = envelope["$objects"] as? [Any],
+            Set(envelope.keys) == ["$archiver", "$version", "$top", "$objects"]
         else { throw SecureArchiveError.malformed("not a keyed archive") }
         guard !objects.isEmpty, objects.count <= Self.maximumObjects, objects[0] as? String == "$null" else {
             throw SecureArchiveError.malformed("bad object table")
@@ -54,10 +56,10 @@ struct KeyedArchiveValidator {
         try checkAcyclic(from: root.value, edges: edges)
 
         guard let rootObject = objects[safe: root.value] as? [String: Any],
-              let classUID = rootObject["$class"] as? UID,
-              let classDescription = objects[safe: classUID.value] as? [String: Any],
-              let classes = classDescription["$classes"] as? [String],
-              classes.map({ renamedClassNames[$0] ?? $0 }).contains(rootClassName)
+            let classUID = rootObject["$class"] as? UID,
+            let classDescription = objects[safe: classUID.value] as? [String: Any],
+            let classes = classDescription["$classes"] as? [String],
+            classes.map({ renamedClassNames[$0] ?? $0 }).contains(rootClassName)
         else { throw SecureArchiveError.wrongRootType(expected: rootClassName) }
         return Contents(objects: objects, root: root.value)
     }
@@ -80,16 +82,16 @@ struct KeyedArchiveValidator {
 
     private func checkClassDescription(_ dictionary: [String: Any]) throws {
         guard let name = dictionary["$classname"] as? String,
-              let classes = dictionary["$classes"] as? [String], classes.first == name,
-              Set(dictionary.keys).isSubset(of: ["$classname", "$classes", "$classhints"])
+            let classes = dictionary["$classes"] as? [String], classes.first == name,
+            Set(dictionary.keys).isSubset(of: ["$classname", "$classes", "$classhints"])
         else { throw SecureArchiveError.malformed("bad class description") }
         guard allowedClassNames.contains(name) else { throw SecureArchiveError.classNotAllowed(name) }
     }
 
     private func checkInstance(_ dictionary: [String: Any], objects: [Any]) throws -> [Int] {
         guard let classUID = dictionary["$class"] as? UID,
-              let description = objects[safe: classUID.value] as? [String: Any],
-              let className = description["$classname"] as? String
+            let description = objects[safe: classUID.value] as? [String: Any],
+            let className = description["$classname"] as? String
         else { throw SecureArchiveError.malformed("an object without a valid class") }
         guard allowedClassNames.contains(className) else { throw SecureArchiveError.classNotAllowed(className) }
 
@@ -99,7 +101,9 @@ struct KeyedArchiveValidator {
         var references: [Int] = []
         func reference(_ value: Any, key: String) throws {
             if let uid = value as? UID {
-                guard uid.value < objects.count else { throw SecureArchiveError.malformed("reference out of range in \(key)") }
+                guard uid.value < objects.count else {
+                    throw SecureArchiveError.malformed("reference out of range in \(key)")
+                }
                 if let target = objects[uid.value] as? [String: Any], target["$class"] == nil {
                     throw SecureArchiveError.malformed("\(key) refers to a class, not an object")
                 }
@@ -109,7 +113,9 @@ struct KeyedArchiveValidator {
                     throw SecureArchiveError.malformed("unexpected reference list in \(key)")
                 }
                 for element in array {
-                    guard let uid = element as? UID, uid.value > 0, uid.value < objects.count, Self.isPlain(objects[uid.value]) else {
+                    guard let uid = element as? UID, uid.value > 0, uid.value < objects.count,
+                        Self.isPlain(objects[uid.value])
+                    else {
                         throw SecureArchiveError.malformed("a container holds something other than plain values")
                     }
                     references.append(uid.value)
@@ -130,20 +136,26 @@ struct KeyedArchiveValidator {
         }
         switch className {
         case "NSArray", "NSMutableArray":
-            guard uids("NS.objects") != nil, dictionary.count == 2 else { throw SecureArchiveError.malformed("bad \(className)") }
+            guard uids("NS.objects") != nil, dictionary.count == 2 else {
+                throw SecureArchiveError.malformed("bad \(className)")
+            }
         case "NSDictionary", "NSMutableDictionary":
             guard let keys = uids("NS.keys"), let values = uids("NS.objects"), keys.count == values.count,
-                  (dictionary["NS.keys"] as? [Any])?.count == keys.count, dictionary.count == 3,
-                  keys.allSatisfy({ objects[safe: $0.value] is String })
+                (dictionary["NS.keys"] as? [Any])?.count == keys.count, dictionary.count == 3,
+                keys.allSatisfy({ objects[safe: $0.value] is String })
             else { throw SecureArchiveError.malformed("bad \(className)") }
         case "NSURL":
             guard let relative = dictionary["NS.relative"] as? UID, objects[safe: relative.value] is String,
-                  let base = dictionary["NS.base"] as? UID, base.value == 0, dictionary.count == 3
+                let base = dictionary["NS.base"] as? UID, base.value == 0, dictionary.count == 3
             else { throw SecureArchiveError.malformed("bad NSURL") }
         case "NSString", "NSMutableString":
-            guard dictionary["NS.string"] is String, dictionary.count == 2 else { throw SecureArchiveError.malformed("bad NSString") }
+            guard dictionary["NS.string"] is String, dictionary.count == 2 else {
+                throw SecureArchiveError.malformed("bad NSString")
+            }
         case "NSData", "NSMutableData":
-            guard dictionary["NS.data"] is Data, dictionary.count == 2 else { throw SecureArchiveError.malformed("bad NSData") }
+            guard dictionary["NS.data"] is Data, dictionary.count == 2 else {
+                throw SecureArchiveError.malformed("bad NSData")
+            }
         default:
             // SessionKit's classes: every value was checked above; their decoders check each type again.
             break

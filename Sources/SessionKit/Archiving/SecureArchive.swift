@@ -2,7 +2,7 @@ internal import COpenSSL
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Archives SessionKit objects and decodes them back through a hardened path that no input bytes can crash.
@@ -93,7 +93,9 @@ public enum SecureArchive {
         let (object, error) = ArchiveDecoder.decodeRoot(contents, classes: classes)
         if let known = error as? SecureArchiveError { throw known }
         if let error { throw SecureArchiveError.decodingFailed("\(error)") }
-        guard let typed = object as? T else { throw SecureArchiveError.wrongRootType(expected: NSStringFromClass(type)) }
+        guard let typed = object as? T else {
+            throw SecureArchiveError.wrongRootType(expected: NSStringFromClass(type))
+        }
         return typed
     }
 
@@ -108,7 +110,9 @@ public enum SecureArchive {
     }
 
     /// The object of a signed archive, after its HMAC-SHA256 under `key` was checked in constant time.
-    public static func unarchive<T: NSObject & NSSecureCoding>(_ type: T.Type, from data: Data, verifyingWith key: Data) throws -> T {
+    public static func unarchive<T: NSObject & NSSecureCoding>(
+        _ type: T.Type, from data: Data, verifyingWith key: Data
+    ) throws -> T {
         guard data.count > signedMagic.count + 32, data.prefix(signedMagic.count) == signedMagic else {
             throw SecureArchiveError.signatureMismatch
         }
@@ -129,8 +133,9 @@ public enum SecureArchive {
         var length: UInt32 = 0
         let result = key.withUnsafeBytes { keyBytes in
             data.withUnsafeBytes { dataBytes in
-                HMAC(EVP_sha256(), keyBytes.baseAddress, Int32(key.count),
-                     dataBytes.bindMemory(to: UInt8.self).baseAddress, data.count, &output, &length)
+                HMAC(
+                    EVP_sha256(), keyBytes.baseAddress, Int32(key.count),
+                    dataBytes.bindMemory(to: UInt8.self).baseAddress, data.count, &output, &length)
             }
         }
         guard result != nil, length == 32 else { throw SecureArchiveError.decodingFailed("HMAC failed") }

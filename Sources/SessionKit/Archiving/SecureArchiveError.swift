@@ -21,9 +21,11 @@ public enum SecureArchiveError: Error, CustomStringConvertible, Equatable {
         case .malformed(let reason): return "The archive is malformed: \(reason)."
         case .classNotAllowed(let name): return "The archive names the class \(name), which is not allowed."
         case .wrongRootType(let expected): return "The archive's root object is not a \(expected)."
-        case .signatureMismatch: return "The archive's signature does not match: it was changed or signed with another key."
+        case .signatureMismatch:
+            return "The archive's signature does not match: it was changed or signed with another key."
         case .decodingFailed(let reason): return "The archive could not be decoded: \(reason)."
-        case .unsupportedVersion(let version): return "The archive has format version \(version), newer than this SessionKit reads."
+        case .unsupportedVersion(let version):
+            return "The archive has format version \(version), newer than this SessionKit reads."
         }
     }
 }

@@ -3,7 +3,8 @@ import Foundation
 /// The temporary file a download run as a data task is written to, chunk by chunk, on the delegate queue.
 final class BodyFile: @unchecked Sendable {
     // @unchecked Sendable: used on the session's serial delegate queue only.
-    private(set) var url = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-download-\(UUID().uuidString)")
+    private(set) var url = FileManager.default.temporaryDirectory.appendingPathComponent(
+        "sessionkit-download-\(UUID().uuidString)")
     private var handle: FileHandle?
     private var error: Error?
     private var kept = false
@@ -58,7 +59,8 @@ final class BodyFile: @unchecked Sendable {
 
     /// Moves the partial file where it survives the task, for resume data; nil when that fails.
     func keep() -> URL? {
-        let kept = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-resume-\(UUID().uuidString)")
+        let kept = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sessionkit-resume-\(UUID().uuidString)")
         guard (try? FileManager.default.moveItem(at: url, to: kept)) != nil else { return nil }
         url = kept
         self.kept = true

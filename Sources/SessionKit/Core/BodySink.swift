@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Where the body of one task goes as it arrives: into memory (``MemoryBodySink``), into a file that can become

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Turns the answer of the manager's challenge closures into a ``ChallengeAction``: the one place where both
@@ -27,7 +27,9 @@ struct ChallengeResolver {
 
     /// The action for `challenge`, received by `task` of `session`. Runs the user's closures, so it is called
     /// outside any lock.
-    func resolve(_ challenge: URLAuthenticationChallenge, for task: URLSessionTask, in session: URLSession)
+    func resolve(
+        _ challenge: URLAuthenticationChallenge, for task: URLSessionTask, in session: URLSession
+    )
         -> ChallengeAction
     {
         guard challenge.previousFailureCount < Self.maximumFailures else { return .deliverResponse }
@@ -52,11 +54,13 @@ struct ChallengeResolver {
     /// URLProtectionSpace on Linux compares by identity, so `URLCredentialStorage.credentials(for:)` finds nothing for
     /// an equal space built anew, and URLSession never proposes a stored credential: the spaces are matched by their
     /// fields here.
-    static func proposingStoredCredential(_ challenge: URLAuthenticationChallenge, from storage: URLCredentialStorage?)
+    static func proposingStoredCredential(
+        _ challenge: URLAuthenticationChallenge, from storage: URLCredentialStorage?
+    )
         -> URLAuthenticationChallenge
     {
         guard challenge.proposedCredential == nil, challenge.previousFailureCount == 0, let storage,
-              let stored = storedCredential(for: challenge.protectionSpace, in: storage)
+            let stored = storedCredential(for: challenge.protectionSpace, in: storage)
         else { return challenge }
         return URLAuthenticationChallenge(
             protectionSpace: challenge.protectionSpace, proposedCredential: stored,

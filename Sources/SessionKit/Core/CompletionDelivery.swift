@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Delivers the end of one task: runs the response serializer off the delegate queue, then calls the completion
@@ -25,7 +25,8 @@ struct CompletionDelivery {
         let response = task.response
         let observation = self.observation
         if let observation {
-            observation.monitor.request(observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
+            observation.monitor.request(
+                observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
         }
         delivery.completionGroup.enter()
         delivery.processingQueue.async {
@@ -33,14 +34,17 @@ struct CompletionDelivery {
             var resultError: Error? = finalError.map(Self.swiftError)
             if finalError == nil {
                 do {
-                    object = try delivery.responseSerializer.responseObject(for: response, data: fileURL == nil ? data : nil)
+                    object = try delivery.responseSerializer.responseObject(
+                        for: response, data: fileURL == nil ? data : nil)
                 } catch {
                     resultError = error
                     // As AFNetworking: what the serializer still made of a body whose status failed goes to the
                     // completion handler and the notification, next to the error.
                     object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
                 }
-                if let observation { observation.monitor.request(observation.request, didSerialize: object, error: resultError) }
+                if let observation {
+                    observation.monitor.request(observation.request, didSerialize: object, error: resultError)
+                }
             }
             if let fileURL { object = fileURL }
             let outcome = TaskOutcome(
@@ -63,7 +67,9 @@ struct CompletionDelivery {
     }
 
     /// AFNetworking's `userInfo` for the task-did-complete notification.
-    private static func notificationUserInfo(_ outcome: TaskOutcome, serializer: URLResponseSerialization) -> [String: Any] {
+    private static func notificationUserInfo(
+        _ outcome: TaskOutcome, serializer: URLResponseSerialization
+    ) -> [String: Any] {
         var userInfo: [String: Any] = [SessionKitNotificationKey.responseSerializer: serializer]
         if let fileURL = outcome.fileURL {
             userInfo[SessionKitNotificationKey.assetPath] = fileURL

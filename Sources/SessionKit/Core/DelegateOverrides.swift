@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The closures a manager's user set to take over or observe its session's delegate callbacks.
@@ -15,19 +15,26 @@ struct DelegateOverrides {
         (@Sendable (URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
 
     // URLSessionTaskDelegate
-    var taskWillPerformHTTPRedirection: (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
+    var taskWillPerformHTTPRedirection:
+        (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
     var taskDidReceiveAuthenticationChallenge:
-        (@Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
+        (
+            @Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (
+                URLSession.AuthChallengeDisposition, URLCredential?
+            )
+        )?
     var taskNeedNewBodyStream: (@Sendable (URLSession, URLSessionTask) -> InputStream?)?
     var taskDidSendBodyData: (@Sendable (URLSession, URLSessionTask, Int64, Int64, Int64) -> Void)?
     var taskDidComplete: (@Sendable (URLSession, URLSessionTask, Error?) -> Void)?
     var taskDidFinishCollectingTimings: (@Sendable (URLSession, URLSessionTask, TransferTimings) -> Void)?
 
     // URLSessionDataDelegate
-    var dataTaskDidReceiveResponse: (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?
+    var dataTaskDidReceiveResponse:
+        (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?
     var dataTaskDidBecomeDownloadTask: (@Sendable (URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)?
     var dataTaskDidReceiveData: (@Sendable (URLSession, URLSessionDataTask, Data) -> Void)?
-    var dataTaskWillCacheResponse: (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
+    var dataTaskWillCacheResponse:
+        (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
 
     // URLSessionDownloadDelegate
     var downloadTaskDidFinishDownloading: (@Sendable (URLSession, URLSessionTask, URL) -> URL?)?

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 // `httpShouldUsePipelining` is deprecated by Foundation, but AFNetworking's request serializer sets it and

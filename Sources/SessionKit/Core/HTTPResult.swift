@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What an async request of ``HTTPSessionManager`` returns: the serialized object, the response and its body.

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A ``URLSessionManager`` for an HTTP API: a base URL, a request serializer and the HTTP verbs, each in a closure
@@ -51,7 +51,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     /// Restores a manager from an archive: what ``URLSessionManager`` archives, plus the base URL and the request
     /// serializer.
     public required convenience init?(coder: NSCoder) {
-        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else { return nil }
+        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else {
+            return nil
+        }
         var baseURL: URL?
         if let object = coder.object("baseURL") {
             guard let url = object as? URL, url.scheme != nil else { return nil }
@@ -59,7 +61,7 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         }
         self.init(baseURL: baseURL, sessionConfiguration: configuration)
         guard restoreArchivedSettings(from: coder),
-              let serializer = coder.object("requestSerializer") as? HTTPRequestSerializer
+            let serializer = coder.object("requestSerializer") as? HTTPRequestSerializer
         else { return nil }
         requestSerializer = serializer
     }
@@ -153,7 +155,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     /// Creates and resumes a `PUT` task.
     @discardableResult
-    open func put(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+    open func put(
+        _ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?
+    )
         -> URLSessionDataTask?
     {
         start("PUT", urlString, parameters, headers, success: success, failure: failure)
@@ -161,7 +165,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     /// Creates and resumes a `PATCH` task.
     @discardableResult
-    open func patch(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+    open func patch(
+        _ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?
+    )
         -> URLSessionDataTask?
     {
         start("PATCH", urlString, parameters, headers, success: success, failure: failure)
@@ -169,7 +175,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     /// Creates and resumes a `DELETE` task; parameters go in the query.
     @discardableResult
-    open func delete(_ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?)
+    open func delete(
+        _ urlString: String, parameters: Any?, headers: [String: String]?, success: Success?, failure: Failure?
+    )
         -> URLSessionDataTask?
     {
         start("DELETE", urlString, parameters, headers, success: success, failure: failure)
@@ -196,8 +204,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
             reportBuildFailure(error, failure: failure)
             return nil
         }
-        let task = makeTask(.data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
-                            completion: Self.verbCompletion(success: success, failure: failure))
+        let task = makeTask(
+            .data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
+            completion: Self.verbCompletion(success: success, failure: failure))
         return task as? URLSessionDataTask
     }
 
@@ -205,32 +214,44 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
 
     /// Sends a `GET` and returns the serialized result. Cancelling the Swift task cancels the request.
     /// - Throws: The transport, validation or serialization error.
-    public func get(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func get(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("GET", urlString, parameters: parameters, headers: headers)
     }
 
     /// Sends a `HEAD` and returns the result (its body is empty).
-    public func head(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func head(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("HEAD", urlString, parameters: parameters, headers: headers)
     }
 
     /// Sends a `POST` and returns the serialized result.
-    public func post(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func post(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("POST", urlString, parameters: parameters, headers: headers)
     }
 
     /// Sends a `PUT` and returns the serialized result.
-    public func put(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func put(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("PUT", urlString, parameters: parameters, headers: headers)
     }
 
     /// Sends a `PATCH` and returns the serialized result.
-    public func patch(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func patch(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("PATCH", urlString, parameters: parameters, headers: headers)
     }
 
     /// Sends a `DELETE` and returns the serialized result.
-    public func delete(_ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil) async throws -> HTTPResult {
+    public func delete(
+        _ urlString: String, parameters: Any? = nil, headers: [String: String]? = nil
+    ) async throws -> HTTPResult {
         try await perform("DELETE", urlString, parameters: parameters, headers: headers)
     }
 
@@ -301,7 +322,8 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         let created = Protected<SessionRequest?>(nil)
         return Task { [self] in
             do {
-                let result = try await perform(request, interceptor: interceptor, onCreate: { created.wrappedValue = $0 })
+                let result = try await perform(
+                    request, interceptor: interceptor, onCreate: { created.wrappedValue = $0 })
                 let sessionRequest = created.wrappedValue
                 onCompletionQueue { if let sessionRequest { success?(sessionRequest, result) } }
             } catch {
@@ -335,13 +357,16 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         return url.absoluteString
     }
 
-    func buildRequest(method: String, urlString: String, parameters: Any?, headers: [String: String]?) throws
+    func buildRequest(
+        method: String, urlString: String, parameters: Any?, headers: [String: String]?
+    ) throws
         -> URLRequest
     {
         // URLRequest on Linux drops a value with CR, LF or NUL without a word: check before it sees them.
         if let error = HTTPFieldValidation.error(forMethod: method)
             ?? HTTPFieldValidation.error(forFields: requestSerializer.httpRequestHeaders)
-            ?? HTTPFieldValidation.error(forFields: headers ?? [:]) {
+            ?? HTTPFieldValidation.error(forFields: headers ?? [:])
+        {
             throw error
         }
         var request = try requestSerializer.request(
@@ -361,8 +386,10 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         _ method: String, _ urlString: String, _ parameters: Any?, _ headers: [String: String]?,
         upload: ProgressHandler? = nil, download: ProgressHandler? = nil, success: Success?, failure: Failure?
     ) -> URLSessionDataTask? {
-        resumed(dataTask(withHTTPMethod: method, urlString: urlString, parameters: parameters, headers: headers,
-                         uploadProgress: upload, downloadProgress: download, success: success, failure: failure))
+        resumed(
+            dataTask(
+                withHTTPMethod: method, urlString: urlString, parameters: parameters, headers: headers,
+                uploadProgress: upload, downloadProgress: download, success: success, failure: failure))
     }
 
     private func resumed(_ task: URLSessionDataTask?) -> URLSessionDataTask? {
@@ -409,8 +436,9 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         decoder: JSONDecoder
     ) async throws -> T {
         let serializer = DecodableResponseSerializer(type, decoder: decoder)
-        let result = try await perform(method, urlString, parameters: parameters, headers: headers,
-                                       responseSerializer: serializer)
+        let result = try await perform(
+            method, urlString, parameters: parameters, headers: headers,
+            responseSerializer: serializer)
         guard let value = result.object as? T else {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, "The response carried no \(T.self).",

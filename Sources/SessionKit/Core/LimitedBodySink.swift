@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Bounds the body another ``BodySink`` takes (``ResponseBodyLimits``): past the limit, the chunk is refused (the

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Enforces a session configuration's `timeoutIntervalForResource` on the Foundation transport, whose URLSession on

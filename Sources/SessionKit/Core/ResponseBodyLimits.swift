@@ -27,8 +27,10 @@ public struct ResponseBodyLimits: Sendable, Equatable {
     public var maximumDecompressedSize: Int64?
 
     /// Limits; every parameter has the default documented on its property.
-    public init(maximumInMemory: Int64? = 64 << 20, maximumToFile: Int64? = nil, maximumStreamed: Int64? = nil,
-                maximumDecompressionRatio: Int? = 100, maximumDecompressedSize: Int64? = nil) {
+    public init(
+        maximumInMemory: Int64? = 64 << 20, maximumToFile: Int64? = nil, maximumStreamed: Int64? = nil,
+        maximumDecompressionRatio: Int? = 100, maximumDecompressedSize: Int64? = nil
+    ) {
         self.maximumInMemory = maximumInMemory
         self.maximumToFile = maximumToFile
         self.maximumStreamed = maximumStreamed
@@ -41,10 +43,13 @@ public struct ResponseBodyLimits: Sendable, Equatable {
 
     /// The error of a body that crossed `limit` bytes (`what` names the limit).
     static func exceeded(_ what: String, limit: Int64, url: URL?) -> URLError {
-        URLError(.dataLengthExceedsMaximum, userInfo: [
-            NSLocalizedDescriptionKey: "The response body exceeded \(what) (\(limit) bytes); the task was stopped and "
-                + "the partial body discarded. Raise `responseBodyLimits` if the body is expected.",
-            NSURLErrorFailingURLErrorKey: url as Any,
-        ])
+        URLError(
+            .dataLengthExceedsMaximum,
+            userInfo: [
+                NSLocalizedDescriptionKey:
+                    "The response body exceeded \(what) (\(limit) bytes); the task was stopped and "
+                    + "the partial body discarded. Raise `responseBodyLimits` if the body is expected.",
+                NSURLErrorFailingURLErrorKey: url as Any,
+            ])
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The delegate of one `URLSession`: routes each callback to the user's override closure, if any, and to the
@@ -39,8 +39,9 @@ extension SessionDelegateHub: URLSessionDelegate {
         // URLSession on Linux raises no session-level challenge (no server trust); answered for completeness.
         if let override = overrides.read({ $0.sessionDidReceiveAuthenticationChallenge }) {
             let (disposition, credential) = override(session, challenge)
-            completionHandler(disposition == .useCredential && credential == nil ? .performDefaultHandling : disposition,
-                              credential)
+            completionHandler(
+                disposition == .useCredential && credential == nil ? .performDefaultHandling : disposition,
+                credential)
         } else {
             completionHandler(.performDefaultHandling, nil)
         }
@@ -57,7 +58,8 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         newRequest request: URLRequest,
         completionHandler: @escaping (URLRequest?) -> Void
     ) {
-        let decided = overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+        let decided =
+            overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request
         if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
         completionHandler(decided)
@@ -77,7 +79,8 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         let challenge = ChallengeResolver.proposingStoredCredential(
             challenge, from: session.configuration.urlCredentialStorage)
         switch ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session) {
-        case .retry(let credential) where method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest:
+        case .retry(let credential)
+        where method == NSURLAuthenticationMethodHTTPBasic || method == NSURLAuthenticationMethodHTTPDigest:
             completionHandler(.useCredential, credential)
         case .retry, .deliverResponse:
             // URLSession answers Basic and Digest only (any other scheme with a credential stops the process).
@@ -121,11 +124,13 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             case .challengeResponse:
                 error = nil  // the challenge's response, already received, is the result
             case .resourceTimeout:
-                error = URLError(.timedOut, userInfo: [
-                    NSLocalizedDescriptionKey: "The request took longer than the session's resource timeout.",
-                    NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
-                    "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
-                ])
+                error = URLError(
+                    .timedOut,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: "The request took longer than the session's resource timeout.",
+                        NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
+                        "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
+                    ])
             }
         }
         overrides.read { $0.taskDidComplete }?(session, task, error)
@@ -150,7 +155,8 @@ extension SessionDelegateHub: URLSessionDataDelegate {
         }
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask) {
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didBecome downloadTask: URLSessionDownloadTask)
+    {
         overrides.read { $0.dataTaskDidBecomeDownloadTask }?(session, dataTask, downloadTask)
     }
 
@@ -213,14 +219,18 @@ extension SessionDelegateHub: URLSessionDownloadDelegate {
 /// methods above; each event then takes the same path: the closure overrides, then the per-task delegate.
 extension SessionDelegateHub: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
-        NotificationCenter.default.post(name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
+        NotificationCenter.default.post(
+            name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse)
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse
+    )
         -> URLSession.ResponseDisposition
     {
         registry.delegate(for: task)?.didReceive(response: response)
-        guard let dataTask = task as? URLSessionDataTask, let override = overrides.read({ $0.dataTaskDidReceiveResponse })
+        guard let dataTask = task as? URLSessionDataTask,
+            let override = overrides.read({ $0.dataTaskDidReceiveResponse })
         else { return .allow }
         return override(session, dataTask, response)
     }
@@ -229,8 +239,10 @@ extension SessionDelegateHub: TaskEventSink {
         if let dataTask = task as? URLSessionDataTask {
             overrides.read { $0.dataTaskDidReceiveData }?(session, dataTask, data)
         } else if let downloadTask = task as? URLSessionDownloadTask,
-                  let override = overrides.read({ $0.downloadTaskDidWriteData }) {
-            override(session, downloadTask, Int64(data.count), task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
+            let override = overrides.read({ $0.downloadTaskDidWriteData })
+        {
+            override(
+                session, downloadTask, Int64(data.count), task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
         }
         registry.delegate(for: task)?.didReceive(data: data)
     }
@@ -239,15 +251,20 @@ extension SessionDelegateHub: TaskEventSink {
         urlSession(session, task: task, didSendBodyData: 0, totalBytesSent: sent, totalBytesExpectedToSend: expected)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
-              newRequest request: URLRequest) -> URLRequest? {
-        let decided = overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+    func task(
+        _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest
+    ) -> URLRequest? {
+        let decided =
+            overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request
         if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
         return decided
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge)
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
+    )
         -> ChallengeAction
     {
         let challenge = ChallengeResolver.proposingStoredCredential(
@@ -260,8 +277,10 @@ extension SessionDelegateHub: TaskEventSink {
         overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession,
-              producingResumeData handler: @escaping @Sendable (Data?) -> Void) -> Bool {
+    func task(
+        _ task: URLSessionTask, in session: URLSession,
+        producingResumeData handler: @escaping @Sendable (Data?) -> Void
+    ) -> Bool {
         registry.delegate(for: task)?.produceResumeData(handler) ?? false
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One logical request of the interceptor pipeline, across its attempts: adapted, sent as a task, retried.

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The one object that follows a single task from creation to completion.
@@ -99,19 +99,22 @@ final class TaskDelegate: @unchecked Sendable {
         let url = task.originalRequest?.url
         if let resumingFile {
             sink = LimitedBodySink(
-                FileBodySink(file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
-                             managerDestination: managerDestination),
+                FileBodySink(
+                    file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
+                    managerDestination: managerDestination),
                 limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if streamsBodyToFile {
             sink = LimitedBodySink(
                 FileBodySink(file: BodyFile(), task: task, managerDestination: managerDestination),
                 limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if let streamSink {
-            sink = LimitedBodySink(StreamBodySink(streamSink), limit: bodyLimits.maximumStreamed,
-                                   name: "the streamed-body limit", url: url)
+            sink = LimitedBodySink(
+                StreamBodySink(streamSink), limit: bodyLimits.maximumStreamed,
+                name: "the streamed-body limit", url: url)
         } else {
-            sink = LimitedBodySink(MemoryBodySink(), limit: bodyLimits.maximumInMemory, name: "the in-memory limit",
-                                   url: url)
+            sink = LimitedBodySink(
+                MemoryBodySink(), limit: bodyLimits.maximumInMemory, name: "the in-memory limit",
+                url: url)
         }
         self.bodyKind = resumingFile != nil || streamsBodyToFile ? .file : (streamSink != nil ? .stream : .memory)
         progress = TaskProgress(
@@ -192,7 +195,8 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// A download wrote bytes to its temporary file.
     func didWriteData(totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64) {
-        progress.didWriteData(totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
+        progress.didWriteData(
+            totalBytesWritten: totalBytesWritten, totalBytesExpectedToWrite: totalBytesExpectedToWrite)
     }
 
     /// URLSession asks for the body stream of a streamed upload. The stream can be handed out once: a second

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 // MARK: - Closure overrides of delegate callbacks
@@ -18,19 +18,29 @@ extension URLSessionManager {
     }
 
     /// Answers session-level authentication challenges; without it, the default handling applies.
-    public var sessionDidReceiveAuthenticationChallenge: (@Sendable (URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
+    public var sessionDidReceiveAuthenticationChallenge:
+        (@Sendable (URLSession, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))?
+    {
         get { overrides.read { $0.sessionDidReceiveAuthenticationChallenge } }
         set { overrides.write { $0.sessionDidReceiveAuthenticationChallenge = newValue } }
     }
 
     /// Decides each redirect: return the request to follow (possibly changed) or nil to stop and complete with the redirect response.
-    public var taskWillPerformHTTPRedirection: (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)? {
+    public var taskWillPerformHTTPRedirection:
+        (@Sendable (URLSession, URLSessionTask, HTTPURLResponse, URLRequest) -> URLRequest?)?
+    {
         get { overrides.read { $0.taskWillPerformHTTPRedirection } }
         set { overrides.write { $0.taskWillPerformHTTPRedirection = newValue } }
     }
 
     /// Answers task-level authentication challenges (HTTP Basic, Digest…); without it, the default handling applies.
-    public var taskDidReceiveAuthenticationChallenge: (@Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (URLSession.AuthChallengeDisposition, URLCredential?))? {
+    public var taskDidReceiveAuthenticationChallenge:
+        (
+            @Sendable (URLSession, URLSessionTask, URLAuthenticationChallenge) -> (
+                URLSession.AuthChallengeDisposition, URLCredential?
+            )
+        )?
+    {
         get { overrides.read { $0.taskDidReceiveAuthenticationChallenge } }
         set { overrides.write { $0.taskDidReceiveAuthenticationChallenge = newValue } }
     }
@@ -54,13 +64,17 @@ extension URLSessionManager {
     }
 
     /// Decides what to do with a response head; without it, the transfer goes on (`.allow`).
-    public var dataTaskDidReceiveResponse: (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)? {
+    public var dataTaskDidReceiveResponse:
+        (@Sendable (URLSession, URLSessionDataTask, URLResponse) -> URLSession.ResponseDisposition)?
+    {
         get { overrides.read { $0.dataTaskDidReceiveResponse } }
         set { overrides.write { $0.dataTaskDidReceiveResponse = newValue } }
     }
 
     /// Observes a data task turned into a download task.
-    public var dataTaskDidBecomeDownloadTask: (@Sendable (URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)? {
+    public var dataTaskDidBecomeDownloadTask:
+        (@Sendable (URLSession, URLSessionDataTask, URLSessionDownloadTask) -> Void)?
+    {
         get { overrides.read { $0.dataTaskDidBecomeDownloadTask } }
         set { overrides.write { $0.dataTaskDidBecomeDownloadTask = newValue } }
     }
@@ -72,7 +86,9 @@ extension URLSessionManager {
     }
 
     /// Decides what is stored in the URL cache; return nil to store nothing.
-    public var dataTaskWillCacheResponse: (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)? {
+    public var dataTaskWillCacheResponse:
+        (@Sendable (URLSession, URLSessionDataTask, CachedURLResponse) -> CachedURLResponse?)?
+    {
         get { overrides.read { $0.dataTaskWillCacheResponse } }
         set { overrides.write { $0.dataTaskWillCacheResponse = newValue } }
     }
@@ -86,7 +102,8 @@ extension URLSessionManager {
     }
 
     /// Observes download bytes written: now, in total, and expected in total.
-    public var downloadTaskDidWriteData: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)? {
+    public var downloadTaskDidWriteData: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)?
+    {
         get { overrides.read { $0.downloadTaskDidWriteData } }
         set { overrides.write { $0.downloadTaskDidWriteData = newValue } }
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 extension URLSessionManager {
@@ -28,8 +28,9 @@ extension URLSessionManager {
         guard let response = outcome.response as? HTTPURLResponse else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }
-        return HTTPResult(object: outcome.object, response: response, data: outcome.data,
-                          timings: sessionRequest.timings, retryCount: sessionRequest.retryCount)
+        return HTTPResult(
+            object: outcome.object, response: response, data: outcome.data,
+            timings: sessionRequest.timings, retryCount: sessionRequest.retryCount)
     }
 
     /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed body). Returns the

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A response whose body arrives in chunks as it is read, from ``URLSessionManager/bytes(for:interceptor:)``.
@@ -26,13 +26,16 @@ extension URLSessionManager {
     /// for try await chunk in streamed.body { try handle.write(contentsOf: chunk) }
     /// ```
     /// - Throws: An adapter's error, or the transport error that ended the request before a response head.
-    public func bytes(for request: URLRequest, interceptor: (any RequestInterceptor)? = nil) async throws -> StreamedResponse {
+    public func bytes(
+        for request: URLRequest, interceptor: (any RequestInterceptor)? = nil
+    ) async throws -> StreamedResponse {
         let sink = DataStreamSink()
         let reader = StreamReader(sink: sink)
         let pipeline = Task {
             do {
-                return try await runPipeline(request, interceptor: interceptor,
-                                             responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink)
+                return try await runPipeline(
+                    request, interceptor: interceptor,
+                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink)
             } catch {
                 sink.finish(error)  // an adapter's refusal ends the request before any task could
                 throw error
@@ -76,7 +79,8 @@ extension URLSessionManager {
     ) -> URLSessionDataTask {
         let sink = DataStreamSink()
         let queue = DispatchQueue(label: "com.sessionkit.stream")
-        let task = makeTask(.data(request), responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink) { outcome in
+        let task = makeTask(.data(request), responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink) {
+            outcome in
             // After every chunk queued before the end was handled.
             queue.async { [self] in
                 let response = outcome.response

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// How far a transfer has come: the bytes sent (an upload) or received (a download), and the bytes expected (-1
@@ -51,7 +51,11 @@ public struct Transfer<Value: Sendable>: Sendable {
     public var value: Value {
         get async throws {
             let task = self.task
-            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+            return try await withTaskCancellationHandler {
+                try await task.value
+            } onCancel: {
+                task.cancel()
+            }
         }
     }
 
@@ -78,12 +82,15 @@ extension URLSessionManager {
 
     /// Downloads the body of `request` into a file at `destination`, which must not exist yet; the result is that
     /// file and the response (validated by ``responseSerializer``, whose failure throws).
-    public func download(_ request: URLRequest, to destination: URL)
+    public func download(
+        _ request: URLRequest, to destination: URL
+    )
         -> Transfer<(fileURL: URL, response: HTTPURLResponse)>
     {
         transfer(result: Self.downloadResult) { progress, completion in
-            self.makeTask(.download(request), downloadProgress: progress, destination: { _, _ in destination },
-                          completion: completion)
+            self.makeTask(
+                .download(request), downloadProgress: progress, destination: { _, _ in destination },
+                completion: completion)
         }
     }
 
@@ -91,14 +98,18 @@ extension URLSessionManager {
     /// through `result`, to its value.
     func transfer<Value: Sendable>(
         result: @escaping @Sendable (TaskOutcome) throws -> Value,
-        make: @escaping @Sendable (
-            _ progress: @escaping @Sendable (Progress) -> Void, _ completion: @escaping @Sendable (TaskOutcome) -> Void
-        ) -> URLSessionTask
+        make:
+            @escaping @Sendable (
+                _ progress: @escaping @Sendable (Progress) -> Void,
+                _ completion: @escaping @Sendable (TaskOutcome) -> Void
+            ) -> URLSessionTask
     ) -> Transfer<Value> {
         let (stream, reports) = AsyncStream.makeStream(of: TransferProgress.self, bufferingPolicy: .bufferingNewest(16))
         let report: @Sendable (Progress) -> Void = { progress in
-            reports.yield(TransferProgress(completedUnitCount: progress.completedUnitCount,
-                                           totalUnitCount: progress.totalUnitCount))
+            reports.yield(
+                TransferProgress(
+                    completedUnitCount: progress.completedUnitCount,
+                    totalUnitCount: progress.totalUnitCount))
         }
         let started = Protected<URLSessionTask?>(nil)
         let task = Task<Value, Error> {
@@ -123,7 +134,8 @@ extension URLSessionManager {
     static func httpResult(_ outcome: TaskOutcome) throws -> HTTPResult {
         if let error = outcome.error { throw error }
         guard let response = outcome.response as? HTTPURLResponse else {
-            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
+            throw URLError(
+                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
         }
         return HTTPResult(object: outcome.object, response: response, data: outcome.data)
     }
@@ -131,7 +143,8 @@ extension URLSessionManager {
     static func downloadResult(_ outcome: TaskOutcome) throws -> (fileURL: URL, response: HTTPURLResponse) {
         if let error = outcome.error { throw error }
         guard let response = outcome.response as? HTTPURLResponse, let fileURL = outcome.fileURL else {
-            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
+            throw URLError(
+                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
         }
         return (fileURL, response)
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Creates and manages the tasks of one `URLSession`, AFNetworking's `AFURLSessionManager` for Linux.
@@ -77,7 +77,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
         self.taskTransports = TaskTransports(
-            curl: CurlTaskTransport(settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
+            curl: CurlTaskTransport(
+                settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
             foundation: FoundationTaskTransport())
         self.resourceDeadlines = ResourceDeadlines(
             limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
@@ -99,7 +100,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Restores a manager from an archive (see ``SecureArchive``): its session configuration's fields, its
     /// response serializer and its transport. Closures, queues and running tasks are not archived.
     public required convenience init?(coder: NSCoder) {
-        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else { return nil }
+        guard coder.decodeArchiveVersion(), let configuration = Self.decodeConfiguration(from: coder) else {
+            return nil
+        }
         self.init(sessionConfiguration: configuration)
         guard restoreArchivedSettings(from: coder) else { return nil }
     }
@@ -142,7 +145,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Gives `copy` copies of this manager's serializer and its transport.
     func copyArchivedSettings(to copy: URLSessionManager) {
         let serializer = responseSerializer
-        copy.responseSerializer = ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
+        copy.responseSerializer =
+            ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
         copy.transport = transport
         copy.securityPolicy = securityPolicy.copy(with: nil) as? SecurityPolicy ?? securityPolicy
     }
@@ -161,7 +165,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         coder.encode(headers as NSDictionary, forKey: "httpAdditionalHeaders")
         coder.encode(NSNumber(value: configuration.requestCachePolicy.rawValue), forKey: "requestCachePolicy")
-        coder.encode(NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
+        coder.encode(
+            NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
         coder.encode(NSNumber(value: configuration.usesHTTPPipelining), forKey: "httpShouldUsePipelining")
         coder.encode(NSNumber(value: configuration.httpShouldSetCookies), forKey: "httpShouldSetCookies")
         coder.encode(NSNumber(value: configuration.httpCookieAcceptPolicy.rawValue), forKey: "httpCookieAcceptPolicy")
@@ -171,15 +176,19 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Builds a `.default` configuration with the archived fields; nil when one is missing or out of range.
     static func decodeConfiguration(from coder: NSCoder) -> URLSessionConfiguration? {
         guard let requestTimeout = coder.number("timeoutIntervalForRequest")?.doubleValue,
-              let resourceTimeout = coder.number("timeoutIntervalForResource")?.doubleValue,
-              requestTimeout.isFinite, requestTimeout > 0, resourceTimeout.isFinite, resourceTimeout > 0,
-              let headers = coder.stringDictionary("httpAdditionalHeaders"),
-              let cachePolicy = coder.number("requestCachePolicy").flatMap({ URLRequest.CachePolicy(rawValue: $0.uintValue) }),
-              let connections = coder.number("httpMaximumConnectionsPerHost")?.intValue, connections > 0,
-              let pipelining = coder.number("httpShouldUsePipelining")?.boolValue,
-              let setCookies = coder.number("httpShouldSetCookies")?.boolValue,
-              let acceptPolicy = coder.number("httpCookieAcceptPolicy").flatMap({ HTTPCookie.AcceptPolicy(rawValue: $0.uintValue) }),
-              let cellular = coder.number("allowsCellularAccess")?.boolValue
+            let resourceTimeout = coder.number("timeoutIntervalForResource")?.doubleValue,
+            requestTimeout.isFinite, requestTimeout > 0, resourceTimeout.isFinite, resourceTimeout > 0,
+            let headers = coder.stringDictionary("httpAdditionalHeaders"),
+            let cachePolicy = coder.number("requestCachePolicy").flatMap({
+                URLRequest.CachePolicy(rawValue: $0.uintValue)
+            }),
+            let connections = coder.number("httpMaximumConnectionsPerHost")?.intValue, connections > 0,
+            let pipelining = coder.number("httpShouldUsePipelining")?.boolValue,
+            let setCookies = coder.number("httpShouldSetCookies")?.boolValue,
+            let acceptPolicy = coder.number("httpCookieAcceptPolicy").flatMap({
+                HTTPCookie.AcceptPolicy(rawValue: $0.uintValue)
+            }),
+            let cellular = coder.number("allowsCellularAccess")?.boolValue
         else { return nil }
         let configuration = URLSessionConfiguration.default
         configuration.timeoutIntervalForRequest = requestTimeout
@@ -347,7 +356,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         progress: (@Sendable (Progress) -> Void)? = nil,
         completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        makeTask(.uploadFile(request, fileURL), uploadProgress: progress, completion: Self.objectCompletion(completionHandler))
+        makeTask(
+            .uploadFile(request, fileURL), uploadProgress: progress,
+            completion: Self.objectCompletion(completionHandler))
     }
 
     /// Creates an upload task that sends `bodyData` as the body of `request`.
@@ -357,8 +368,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         progress: (@Sendable (Progress) -> Void)? = nil,
         completionHandler: (@Sendable (URLResponse?, Any?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        makeTask(.uploadData(request, bodyData ?? Data()), uploadProgress: progress,
-                 completion: Self.objectCompletion(completionHandler))
+        makeTask(
+            .uploadData(request, bodyData ?? Data()), uploadProgress: progress,
+            completion: Self.objectCompletion(completionHandler))
     }
 
     /// Creates an upload task that streams `request.httpBodyStream` as the body.
@@ -390,8 +402,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
         completionHandler: (@Sendable (URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        makeTask(.download(request), downloadProgress: progress, destination: destination,
-                 completion: Self.fileCompletion(completionHandler))
+        makeTask(
+            .download(request), downloadProgress: progress, destination: destination,
+            completion: Self.fileCompletion(completionHandler))
     }
 
     /// Creates a download task that resumes from `resumeData`.
@@ -408,21 +421,24 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let error = SessionKitError.session(
                 .resumeDataUnavailable,
                 "Downloads cannot be resumed on the foundation transport: URLSession on Linux keeps no resume data.")
-            return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
-                            completion: Self.fileCompletion(completionHandler))
+            return makeTask(
+                .refused(error, download: true), downloadProgress: progress, destination: destination,
+                completion: Self.fileCompletion(completionHandler))
         }
         guard let resume = ResumeData.decode(resumeData), let url = URL(string: resume.url) else {
             let error = SessionKitError.session(
                 .resumeDataUnavailable, "The resume data is not SessionKit's, or its partial file is gone or changed.")
-            return makeTask(.refused(error, download: true), downloadProgress: progress, destination: destination,
-                            completion: Self.fileCompletion(completionHandler))
+            return makeTask(
+                .refused(error, download: true), downloadProgress: progress, destination: destination,
+                completion: Self.fileCompletion(completionHandler))
         }
         var request = URLRequest(url: url)
         request.setValue("bytes=\(resume.bytes)-", forHTTPHeaderField: "Range")
         request.setValue(resume.validator, forHTTPHeaderField: "If-Range")
-        return makeTask(.download(request), downloadProgress: progress, destination: destination,
-                        resumingFile: (URL(fileURLWithPath: resume.partialFile), resume.bytes),
-                        completion: Self.fileCompletion(completionHandler))
+        return makeTask(
+            .download(request), downloadProgress: progress, destination: destination,
+            resumingFile: (URL(fileURLWithPath: resume.partialFile), resume.bytes),
+            completion: Self.fileCompletion(completionHandler))
     }
 
     /// Cancels `task` and hands its resume data to `completionHandler` (nil when there is none).
@@ -430,7 +446,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// On the curl transport a download keeps what it received; `downloadTask(withResumeData:…)` continues it with
     /// `Range` and `If-Range`. A download cut by the network carries its resume data in the error's `userInfo` under
     /// `URLSessionDownloadTaskResumeData`, as on Apple platforms. The Foundation transport never has resume data.
-    public func cancel(_ task: URLSessionTask, producingResumeData completionHandler: @escaping @Sendable (Data?) -> Void) {
+    public func cancel(
+        _ task: URLSessionTask, producingResumeData completionHandler: @escaping @Sendable (Data?) -> Void
+    ) {
         if registry.delegate(for: task)?.produceResumeData(completionHandler) != true {
             completionHandler(nil)
         }
@@ -542,8 +560,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         let taskTransport = taskTransports[transport]
         if let request = source.request,
-           let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
-               ?? taskTransport.refusal(for: request, policy: policy) {
+            let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
+                ?? taskTransport.refusal(for: request, policy: policy)
+        {
             source = .refused(refusal, download: source.isDownload)
         }
         if case .uploadFile(_, let fileURL) = source, !FileManager.default.isReadableFile(atPath: fileURL.path) {
@@ -657,12 +676,16 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     /// Adapts a public `(response, object, error)` handler.
-    static func objectCompletion(_ handler: (@Sendable (URLResponse?, Any?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
+    static func objectCompletion(
+        _ handler: (@Sendable (URLResponse?, Any?, Error?) -> Void)?
+    ) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.object, outcome.error) }
     }
 
     /// Adapts a public `(response, fileURL, error)` handler.
-    static func fileCompletion(_ handler: (@Sendable (URLResponse?, URL?, Error?) -> Void)?) -> @Sendable (TaskOutcome) -> Void {
+    static func fileCompletion(
+        _ handler: (@Sendable (URLResponse?, URL?, Error?) -> Void)?
+    ) -> @Sendable (TaskOutcome) -> Void {
         { outcome in handler?(outcome.response, outcome.fileURL, outcome.error) }
     }
 

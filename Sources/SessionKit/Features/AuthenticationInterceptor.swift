@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A credential an ``AuthenticationInterceptor`` applies: an OAuth token, an API key with an expiry.
@@ -20,7 +20,9 @@ public protocol Authenticator: Sendable {
     /// A fresh credential for `credential` (a token refresh against the identity server).
     func refresh(_ credential: Credential) async throws -> Credential
     /// Whether the failure of `request` with `response` means the credential was refused (usually a 401).
-    func didRequest(_ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error) -> Bool
+    func didRequest(
+        _ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error
+    ) -> Bool
     /// Whether `request` carries `credential` (false means it was sent with an older one).
     func isRequest(_ request: URLRequest, authenticatedWith credential: Credential) -> Bool
 }
@@ -79,7 +81,8 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
     public func adapt(_ request: URLRequest, for sessionRequest: SessionRequest) async throws -> URLRequest {
         // While a refresh runs, requests wait for its credential instead of going out with the refused one.
         guard var credential = try await store.settledCredential() else {
-            throw SessionKitError.session(.missingCredential, "There is no credential to authenticate the request with.")
+            throw SessionKitError.session(
+                .missingCredential, "There is no credential to authenticate the request with.")
         }
         if credential.requiresRefresh {
             credential = try await store.refresh(from: credential, with: authenticator)
@@ -92,8 +95,8 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
     /// Refreshes the credential and retries when the authenticator says the request failed because of it.
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
         guard let request = sessionRequest.request, let response = sessionRequest.response,
-              authenticator.didRequest(request, with: response, failDueToAuthenticationError: error),
-              let credential = await store.credential
+            authenticator.didRequest(request, with: response, failDueToAuthenticationError: error),
+            let credential = await store.credential
         else { return .doNotRetry }
         // Sent with an older credential than the current one: another request already refreshed it.
         guard authenticator.isRequest(request, authenticatedWith: credential) else { return .retry }
@@ -137,7 +140,8 @@ private actor CredentialStore<A: Authenticator> {
         guard refreshTimes.count < window.maximumAttempts else {
             throw SessionKitError.session(
                 .excessiveRefresh,
-                "The credential was refreshed \(refreshTimes.count) times in \(window.interval) s; not refreshing again.")
+                "The credential was refreshed \(refreshTimes.count) times in \(window.interval) s; not refreshing again."
+            )
         }
         refreshTimes.append(now)
         refreshCount += 1

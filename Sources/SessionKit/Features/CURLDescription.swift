@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 extension URLRequest {
@@ -30,7 +30,8 @@ extension URLRequest {
     ///   - bodyFile: A file holding the body (a streamed or file upload): `--data-binary @file`.
     ///   - includingSecrets: Print credentials, cookie values and the URL's password in clear. Default false.
     public func curlDescription(
-        cookies: HTTPCookieStorage? = nil, policy: SecurityPolicy? = nil, bodyFile: URL? = nil, includingSecrets: Bool = false
+        cookies: HTTPCookieStorage? = nil, policy: SecurityPolicy? = nil, bodyFile: URL? = nil,
+        includingSecrets: Bool = false
     ) -> String {
         guard let url else { return "curl" }
         var arguments = ["curl"]
@@ -41,7 +42,8 @@ extension URLRequest {
             arguments += ["-X", Self.quoted(method)]
         }
         arguments.append(Self.quoted(includingSecrets ? url.absoluteString : Self.redactingPassword(of: url)))
-        for (field, value) in (allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key }) where field.lowercased() != "cookie" {
+        for (field, value) in (allHTTPHeaderFields ?? [:]).sorted(by: { $0.key < $1.key })
+        where field.lowercased() != "cookie" {
             let shown = includingSecrets ? value : Self.redacting(value, ofHeader: field)
             arguments += ["-H", Self.quoted("\(field): \(shown)")]
         }
@@ -50,7 +52,9 @@ extension URLRequest {
             cookieHeader = stored.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
         }
         if let cookieHeader {
-            arguments += ["-b", Self.quoted(includingSecrets ? cookieHeader : Self.redactingCookieValues(cookieHeader))]
+            arguments += [
+                "-b", Self.quoted(includingSecrets ? cookieHeader : Self.redactingCookieValues(cookieHeader)),
+            ]
         }
         if let bodyFile {
             arguments += ["--data-binary", Self.quoted("@" + bodyFile.path)]
@@ -59,7 +63,8 @@ extension URLRequest {
             arguments += ["--data-binary", Self.quoted(text)]
         }
         if let policy, policy.pinningMode == .publicKey {
-            let pins = policy.pinnedPublicKeyHashes.union(policy.pinnedCertificates.compactMap { try? Certificate(der: $0).publicKeyPin })
+            let pins = policy.pinnedPublicKeyHashes.union(
+                policy.pinnedCertificates.compactMap { try? Certificate(der: $0).publicKeyPin })
             if !pins.isEmpty { arguments += ["--pinnedpubkey", Self.quoted(pins.sorted().joined(separator: ";"))] }
         }
         if timeoutInterval != 60 { arguments += ["--max-time", String(format: "%g", timeoutInterval)] }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Observes every step of the life of the manager's ``SessionRequest``s. Every method has an empty default; a
@@ -61,7 +61,9 @@ extension EventMonitor {
     /// Does nothing by default.
     public func requestDidCancel(_ request: SessionRequest) {}
     /// Does nothing by default.
-    public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {}
+    public func request(
+        _ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest
+    ) {}
     /// Does nothing by default.
     public func request(_ request: SessionRequest, didReceive data: Data) {}
     /// Does nothing by default.
@@ -126,12 +128,16 @@ public final class CompositeEventMonitor: EventMonitor, Sendable {
     /// Sends the event to every monitor, on that monitor's queue.
     public func requestDidCancel(_ request: SessionRequest) { each { $0.requestDidCancel(request) } }
     /// Sends the event to every monitor, on that monitor's queue.
-    public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {
+    public func request(
+        _ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest
+    ) {
         let response = Unchecked(response)
         each { $0.request(request, willRedirectWith: response.value, to: newRequest) }
     }
     /// Sends the event to every monitor, on that monitor's queue.
-    public func request(_ request: SessionRequest, didReceive data: Data) { each { $0.request(request, didReceive: data) } }
+    public func request(_ request: SessionRequest, didReceive data: Data) {
+        each { $0.request(request, didReceive: data) }
+    }
     /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
         each { $0.request(request, didGather: timings) }

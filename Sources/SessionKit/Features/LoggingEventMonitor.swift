@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An ``EventMonitor`` that logs each request's life through swift-log.
@@ -21,7 +21,9 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
     // Sendable, checked by the compiler: every property is a `let`; `Logger` is a value type used on `queue` only.
 
     /// Header names (lowercased) whose values are never logged unless ``logsSecrets``.
-    public static let defaultRedactedHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie", "set-cookie"]
+    public static let defaultRedactedHeaders: Set<String> = [
+        "authorization", "proxy-authorization", "cookie", "set-cookie",
+    ]
 
     /// Where the events go.
     public let logger: Logger
@@ -56,7 +58,8 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
     /// Logs the event through the monitor's `Logger`.
     public func requestDidCreate(_ request: SessionRequest) {
         logger.info("\(describe(request.initialRequest))", metadata: metadata(request))
-        logger.debug("headers: \(headers(request.initialRequest.allHTTPHeaderFields ?? [:]))", metadata: metadata(request))
+        logger.debug(
+            "headers: \(headers(request.initialRequest.allHTTPHeaderFields ?? [:]))", metadata: metadata(request))
         if logsBodies, let body = request.initialRequest.httpBody {
             logger.debug("request body: \(text(body))", metadata: metadata(request))
         }
@@ -74,7 +77,8 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
 
     /// Logs the event through the monitor's `Logger`.
     public func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) {
-        logger.debug("attempt \(request.retryCount + 1) started (task \(task.taskIdentifier))", metadata: metadata(request))
+        logger.debug(
+            "attempt \(request.retryCount + 1) started (task \(task.taskIdentifier))", metadata: metadata(request))
     }
 
     /// Logs the event through the monitor's `Logger`.
@@ -88,7 +92,9 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
     }
 
     /// Logs the event through the monitor's `Logger`.
-    public func request(_ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest) {
+    public func request(
+        _ request: SessionRequest, willRedirectWith response: HTTPURLResponse, to newRequest: URLRequest
+    ) {
         logger.debug("redirect \(response.statusCode) → \(url(newRequest.url))", metadata: metadata(request))
     }
 
@@ -148,7 +154,8 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
     /// The URL with its password hidden.
     func url(_ url: URL?) -> String {
         guard let url else { return "(no URL)" }
-        guard !logsSecrets, url.password != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+        guard !logsSecrets, url.password != nil,
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
         else { return url.absoluteString }
         components.password = "redacted"
         return components.string ?? url.absoluteString

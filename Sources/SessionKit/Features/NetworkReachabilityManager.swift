@@ -2,7 +2,7 @@ internal import CNetlink
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 extension Notification.Name {
@@ -107,7 +107,11 @@ public final class NetworkReachabilityManager: Sendable {
             guard sk_nl_link(querySocket, index, &flags, &type, &name) == 0 else { continue }
             let up = flags & UInt32(IFF_UP) != 0 && flags & UInt32(IFF_RUNNING) != 0
             guard up else { continue }
-            return .reachable(Self.connectionType(name: String(decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self), type: type, flags: flags))
+            return .reachable(
+                Self.connectionType(
+                    name: String(
+                        decoding: name.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self),
+                    type: type, flags: flags))
         }
         return .notReachable
     }
@@ -155,8 +159,10 @@ public final class NetworkReachabilityManager: Sendable {
 
     // MARK: - Private
 
-    private static func listen(to manager: @Sendable () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
-                               onUpdate: @escaping @Sendable (Status) -> Void) {
+    private static func listen(
+        to manager: @Sendable () -> NetworkReachabilityManager?, on socket: Int32, queue: DispatchQueue,
+        onUpdate: @escaping @Sendable (Status) -> Void
+    ) {
         defer { close(socket) }
         var changed = true
         while true {
@@ -181,8 +187,9 @@ public final class NetworkReachabilityManager: Sendable {
         queue.async { [self] in
             guard !listening.read({ $0.stop }) else { return }
             onUpdate(now)
-            NotificationCenter.default.post(name: .sessionKitReachabilityDidChange, object: self,
-                                            userInfo: [Self.statusKey: now])
+            NotificationCenter.default.post(
+                name: .sessionKitReachabilityDidChange, object: self,
+                userInfo: [Self.statusKey: now])
         }
     }
 
@@ -219,7 +226,8 @@ public final class NetworkReachabilityManager: Sendable {
     private static func connectionType(name: String, type: UInt16, flags: UInt32) -> ConnectionType {
         if flags & UInt32(IFF_LOOPBACK) != 0 { return .other }
         if FileManager.default.fileExists(atPath: "/sys/class/net/\(name)/wireless")
-            || FileManager.default.fileExists(atPath: "/sys/class/net/\(name)/phy80211") {
+            || FileManager.default.fileExists(atPath: "/sys/class/net/\(name)/phy80211")
+        {
             return .wifi
         }
         return type == 1 ? .ethernet : .other  // ARPHRD_ETHER

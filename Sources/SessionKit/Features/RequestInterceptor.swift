@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Changes or refuses a request before its task is created: adds a token, signs it, rewrites its URL.
@@ -86,8 +86,9 @@ public struct Interceptor: RequestInterceptor {
         adapt: (@Sendable (URLRequest, SessionRequest) async throws -> URLRequest)? = nil,
         retry: (@Sendable (SessionRequest, Error) async -> RetryDecision)? = nil
     ) {
-        self.init(adapters: adapt.map { [ClosureAdapter(body: $0)] } ?? [],
-                  retriers: retry.map { [ClosureRetrier(body: $0)] } ?? [])
+        self.init(
+            adapters: adapt.map { [ClosureAdapter(body: $0)] } ?? [],
+            retriers: retry.map { [ClosureRetrier(body: $0)] } ?? [])
     }
 
     /// Runs the adapters in order, each on the previous one's result.

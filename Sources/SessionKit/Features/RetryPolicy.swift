@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A ready retrier: retries idempotent requests that failed for a transient reason, with exponential backoff and
@@ -70,16 +70,20 @@ public struct RetryPolicy: RequestInterceptor {
 
     /// Decides whether the failed attempt of `sessionRequest` is sent again, and when (see the type's rules).
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
-        decision(for: sessionRequest.request ?? sessionRequest.initialRequest, response: sessionRequest.response,
-                 retryCount: sessionRequest.retryCount, error: error)
+        decision(
+            for: sessionRequest.request ?? sessionRequest.initialRequest, response: sessionRequest.response,
+            retryCount: sessionRequest.retryCount, error: error)
     }
 
     /// The decision for an attempt of `request` that failed with `error` after `retryCount` retries.
-    func decision(for request: URLRequest, response: HTTPURLResponse?, retryCount: Int, error: Error,
-                  now: Date = Date()) -> RetryDecision {
+    func decision(
+        for request: URLRequest, response: HTTPURLResponse?, retryCount: Int, error: Error,
+        now: Date = Date()
+    ) -> RetryDecision {
         guard retryCount < retryLimit, retryableHTTPMethods.contains((request.httpMethod ?? "GET").uppercased())
         else { return .doNotRetry }
-        let transportCode = (error as? URLError)?.code
+        let transportCode =
+            (error as? URLError)?.code
             ?? ((error as NSError).domain == NSURLErrorDomain ? URLError.Code(rawValue: (error as NSError).code) : nil)
         // As Alamofire: a retryable status is retried whatever error came with it (a serialization error, or a
         // transport error after the head arrived); otherwise the transport error decides.
@@ -87,7 +91,8 @@ public struct RetryPolicy: RequestInterceptor {
         guard retryableStatus || transportCode.map(retryableURLErrorCodes.contains) == true else { return .doNotRetry }
         var delay: TimeInterval
         if retryableStatus, let retryAfter = response?.value(forHTTPHeaderField: "Retry-After"),
-           let asked = Self.retryAfterDelay(retryAfter, now: now) {
+            let asked = Self.retryAfterDelay(retryAfter, now: now)
+        {
             delay = asked
         } else {
             delay = exponentialBackoffScale * pow(exponentialBackoffBase, Double(retryCount))

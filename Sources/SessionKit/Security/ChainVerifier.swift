@@ -26,7 +26,8 @@ enum ChainVerifier {
     ///   - domain: A host name or IP address the leaf must match, or nil to check only the chain.
     ///   - date: The time the certificates must be valid at.
     ///   - checksTime: False to leave validity dates out (to tell whether a chain leads to an anchor at all).
-    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date, checksTime: Bool = true) -> Outcome {
+    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date, checksTime: Bool = true) -> Outcome
+    {
         let failure = Outcome(isTrusted: false, code: Int32(X509_V_ERR_UNSPECIFIED))
         let certificates = chain.compactMap(parse)
         guard let leaf = certificates.first, certificates.count == chain.count else {
@@ -72,7 +73,8 @@ enum ChainVerifier {
                 var buffer = [UInt8](repeating: 0, count: 16)
                 return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
             }
-            let accepted = isIP
+            let accepted =
+                isIP
                 ? X509_VERIFY_PARAM_set1_ip_asc(parameters, bare)
                 : X509_VERIFY_PARAM_set1_host(parameters, bare, 0)
             guard accepted == 1 else { return failure }

@@ -50,7 +50,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// A policy pinning `pinnedCertificates` (DER or PEM).
     public init(pinningMode: SSLPinningMode, pinnedCertificates: Set<Data>) {
         self.pinningMode = pinningMode
-        self.settings = Protected(Settings(pinnedCertificates: Self.derCertificates(pinnedCertificates), pinnedPublicKeyHashes: []))
+        self.settings = Protected(
+            Settings(pinnedCertificates: Self.derCertificates(pinnedCertificates), pinnedPublicKeyHashes: []))
         super.init()
     }
 
@@ -66,9 +67,10 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// ```
     public init(trustingRootCertificates rootCertificates: Set<Data>) {
         self.pinningMode = .none
-        self.settings = Protected(Settings(
-            pinnedCertificates: [], pinnedPublicKeyHashes: [],
-            trustedRootCertificates: Self.derCertificates(rootCertificates)))
+        self.settings = Protected(
+            Settings(
+                pinnedCertificates: [], pinnedPublicKeyHashes: [],
+                trustedRootCertificates: Self.derCertificates(rootCertificates)))
         super.init()
     }
 
@@ -112,12 +114,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// The certificates in `bundle`'s resources: every `.cer`, `.crt`, `.der` and `.pem` file, as DER.
     public static func certificates(in bundle: Bundle) -> Set<Data> {
         guard let path = bundle.resourcePath,
-              let names = try? FileManager.default.contentsOfDirectory(atPath: path)
+            let names = try? FileManager.default.contentsOfDirectory(atPath: path)
         else { return [] }
         var result = Set<Data>()
         for name in names where ["cer", "crt", "der", "pem"].contains((name as NSString).pathExtension.lowercased()) {
             guard let data = FileManager.default.contents(atPath: (path as NSString).appendingPathComponent(name)),
-                  let certificates = try? Certificate.certificates(from: data)
+                let certificates = try? Certificate.certificates(from: data)
             else { continue }
             certificates.forEach { result.insert($0.der) }
         }
@@ -167,7 +169,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         /// The `userInfo` text of the transport's error for `host`: AFNetworking's description (CFNetwork's
         /// `Err-1202.w` sentence) and this refusal's precise ``reason`` as the failure reason.
         func userInfo(forHost host: String?) -> [String: Any] {
-            let description = "The certificate for this server is invalid. You might be connecting to a server that "
+            let description =
+                "The certificate for this server is invalid. You might be connecting to a server that "
                 + "is pretending to be \u{201C}\(host ?? "")\u{201D} which could put your confidential information at risk."
             return [NSLocalizedDescriptionKey: description, NSLocalizedFailureReasonErrorKey: reason]
         }
@@ -179,23 +182,29 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         let certificatePins = settings.pinnedCertificates
         // Key pins only matter in public-key mode: parsing every pinned certificate at every handshake for nothing
         // cost more than the rest of the decision (OpenSSL 3 parses slowly).
-        let keyPins = pinningMode == .publicKey
+        let keyPins =
+            pinningMode == .publicKey
             ? settings.pinnedPublicKeyHashes.union(certificatePins.compactMap { Self.publicKeyPin(of: $0) })
             : settings.pinnedPublicKeyHashes
         let hasPins = pinningMode == .certificate ? !certificatePins.isEmpty : !keyPins.isEmpty
 
         if domain != nil, settings.allowInvalidCertificates, settings.validatesDomainName,
-           pinningMode == .none || !hasPins {
+            pinningMode == .none || !hasPins
+        {
             // AFNetworking: a domain can only be checked against pins when the chain is not validated.
-            return Refusal(reason: "The policy allows invalid certificates and validates the domain name without pins: "
-                + "no server can pass it.")
+            return Refusal(
+                reason: "The policy allows invalid certificates and validates the domain name without pins: "
+                    + "no server can pass it.")
         }
         let checkedDomain = settings.validatesDomainName ? domain : nil
         let chain = serverTrust.certificateChain
         let anchors = settings.trustedRootCertificates.map { Array($0) } ?? serverTrust.anchors
         if let roots = settings.trustedRootCertificates, roots.isEmpty {
-            return Refusal(code: .serverCertificateHasUnknownRoot,
-                           reason: "The policy trusts no root certificate: give SecurityPolicy(trustingRootCertificates:) the CA that issued the server's certificate.")
+            return Refusal(
+                code: .serverCertificateHasUnknownRoot,
+                reason:
+                    "The policy trusts no root certificate: give SecurityPolicy(trustingRootCertificates:) the CA that issued the server's certificate."
+            )
         }
         // Verified against the system store (or the given anchors) only when the answer matters: a policy that
         // allows invalid certificates and pins certificates never looks at it, and a verification checks every
@@ -204,33 +213,40 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             chain: chain, anchors: anchors, domain: checkedDomain, date: serverTrust.verificationDate)
 
         if pinningMode == .none {
-            return settings.allowInvalidCertificates || systemOutcome.isTrusted ? nil : Refusal(systemOutcome, domain: checkedDomain)
+            return settings.allowInvalidCertificates || systemOutcome.isTrusted
+                ? nil : Refusal(systemOutcome, domain: checkedDomain)
         }
         if !settings.allowInvalidCertificates && !systemOutcome.isTrusted {
             var refusal = Refusal(systemOutcome, domain: checkedDomain)
             if systemOutcome.code != 62 && systemOutcome.code != 64 {
                 // AFNetworking's rule: pinning does not replace chain validation. Say how to fix the policy.
-                refusal = Refusal(code: refusal.code, reason: refusal.reason
-                    + " Pinning checks the chain against the system trust store first: for a private CA, use "
-                    + "SecurityPolicy(trustingRootCertificates: [ca]); to rely on the pins alone, set "
-                    + "allowInvalidCertificates = true.")
+                refusal = Refusal(
+                    code: refusal.code,
+                    reason: refusal.reason
+                        + " Pinning checks the chain against the system trust store first: for a private CA, use "
+                        + "SecurityPolicy(trustingRootCertificates: [ca]); to rely on the pins alone, set "
+                        + "allowInvalidCertificates = true.")
             }
             return refusal
         }
-        let noPin = Refusal(reason: "No certificate of the server's chain matches a pinned "
-            + (pinningMode == .certificate ? "certificate." : "public key."))
+        let noPin = Refusal(
+            reason: "No certificate of the server's chain matches a pinned "
+                + (pinningMode == .certificate ? "certificate." : "public key."))
         switch pinningMode {
         case .none:
             return noPin
         case .certificate:
             guard hasPins else { return noPin }
             let pinnedOutcome = ChainVerifier.verify(
-                chain: chain, anchors: Array(certificatePins), domain: checkedDomain, date: serverTrust.verificationDate)
+                chain: chain, anchors: Array(certificatePins), domain: checkedDomain, date: serverTrust.verificationDate
+            )
             guard pinnedOutcome.isTrusted else {
                 // A chain that leads to no pinned certificate, whatever the dates, is a pin failure; one that does
                 // but fails at this date or for this host says why.
-                let leadsToPin = ChainVerifier.verify(chain: chain, anchors: Array(certificatePins), domain: nil,
-                                                      date: serverTrust.verificationDate, checksTime: false).isTrusted
+                let leadsToPin = ChainVerifier.verify(
+                    chain: chain, anchors: Array(certificatePins), domain: nil,
+                    date: serverTrust.verificationDate, checksTime: false
+                ).isTrusted
                 return leadsToPin ? Refusal(pinnedOutcome, domain: checkedDomain) : noPin
             }
             return pinnedOutcome.builtChain.contains { certificatePins.contains($0) } ? nil : noPin
@@ -240,8 +256,9 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             // (whatever the domain), else as presented.
             var candidates = systemOutcome.isTrusted ? systemOutcome.builtChain : chain
             if !systemOutcome.isTrusted {
-                let built = ChainVerifier.verify(chain: chain, anchors: anchors, domain: nil,
-                                                 date: serverTrust.verificationDate)
+                let built = ChainVerifier.verify(
+                    chain: chain, anchors: anchors, domain: nil,
+                    date: serverTrust.verificationDate)
                 if built.isTrusted { candidates = built.builtChain }
             }
             let pinned = candidates.contains { der in
@@ -273,10 +290,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         let roots = settings.trustedRootCertificates.map {
             "roots:" + $0.map { Certificate.sha256($0).base64EncodedString() }.sorted().joined(separator: ",")
         }
-        return ["\(pinningMode.rawValue)", "\(settings.allowInvalidCertificates)", "\(settings.validatesDomainName)",
-                settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ","),
-                roots ?? "system"]
-            .joined(separator: "|")
+        return [
+            "\(pinningMode.rawValue)", "\(settings.allowInvalidCertificates)", "\(settings.validatesDomainName)",
+            settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ","),
+            roots ?? "system",
+        ]
+        .joined(separator: "|")
     }
 
     // MARK: - NSSecureCoding and NSCopying
@@ -287,11 +306,11 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// Restores a policy from an archive: mode, pins, and both flags.
     public required init?(coder: NSCoder) {
         guard coder.decodeArchiveVersion(),
-              let mode = coder.number("pinningMode").flatMap({ SSLPinningMode(rawValue: $0.uintValue) }),
-              let certificates = coder.object("pinnedCertificates") as? [Any],
-              let hashes = coder.strings("pinnedPublicKeyHashes"),
-              let allowInvalid = coder.number("allowInvalidCertificates")?.boolValue,
-              let validatesDomain = coder.number("validatesDomainName")?.boolValue
+            let mode = coder.number("pinningMode").flatMap({ SSLPinningMode(rawValue: $0.uintValue) }),
+            let certificates = coder.object("pinnedCertificates") as? [Any],
+            let hashes = coder.strings("pinnedPublicKeyHashes"),
+            let allowInvalid = coder.number("allowInvalidCertificates")?.boolValue,
+            let validatesDomain = coder.number("validatesDomainName")?.boolValue
         else { return nil }
         var pinned = Set<Data>()
         for certificate in certificates {
@@ -309,9 +328,11 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             roots = decoded
         }
         self.pinningMode = mode
-        self.settings = Protected(Settings(pinnedCertificates: pinned, pinnedPublicKeyHashes: Set(hashes),
-                                           allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain,
-                                           trustedRootCertificates: roots))
+        self.settings = Protected(
+            Settings(
+                pinnedCertificates: pinned, pinnedPublicKeyHashes: Set(hashes),
+                allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain,
+                trustedRootCertificates: roots))
         super.init()
     }
 
@@ -320,12 +341,15 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         coder.encodeArchiveVersion()
         let settings = self.settings.wrappedValue
         coder.encode(NSNumber(value: pinningMode.rawValue), forKey: "pinningMode")
-        coder.encode(settings.pinnedCertificates.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "pinnedCertificates")
+        coder.encode(
+            settings.pinnedCertificates.sorted { $0.lexicographicallyPrecedes($1) } as NSArray,
+            forKey: "pinnedCertificates")
         coder.encode(settings.pinnedPublicKeyHashes.sorted() as NSArray, forKey: "pinnedPublicKeyHashes")
         coder.encode(NSNumber(value: settings.allowInvalidCertificates), forKey: "allowInvalidCertificates")
         coder.encode(NSNumber(value: settings.validatesDomainName), forKey: "validatesDomainName")
         if let roots = settings.trustedRootCertificates {
-            coder.encode(roots.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "trustedRootCertificates")
+            coder.encode(
+                roots.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "trustedRootCertificates")
         }
     }
 

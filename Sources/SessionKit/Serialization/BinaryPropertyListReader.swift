@@ -61,11 +61,12 @@ enum BinaryPropertyListReader {
                 throw Refusal("bad integer sizes in the trailer")
             }
             guard objectCount > 0, topObject < objectCount, tableOffset >= 8,
-                  objectCount <= (trailer - tableOffset) / offsetSize
+                objectCount <= (trailer - tableOffset) / offsetSize
             else { throw Refusal("object table out of range") }
             offsets.reserveCapacity(objectCount)
             for index in 0..<objectCount {
-                let offset = try Self.integer(bytes, at: tableOffset + index * offsetSize, size: offsetSize, limit: trailer)
+                let offset = try Self.integer(
+                    bytes, at: tableOffset + index * offsetSize, size: offsetSize, limit: trailer)
                 guard offset >= 8, offset < tableOffset else { throw Refusal("object offset out of range") }
                 offsets.append(offset)
             }
@@ -95,7 +96,9 @@ enum BinaryPropertyListReader {
                 var dictionary: [String: Any] = [:]
                 dictionary.reserveCapacity(count)
                 for index in 0..<count {
-                    guard let key = members[index] as? String else { throw Refusal("a dictionary key that is not a string") }
+                    guard let key = members[index] as? String else {
+                        throw Refusal("a dictionary key that is not a string")
+                    }
                     dictionary[key] = members[count + index]
                 }
                 return dictionary
@@ -123,7 +126,8 @@ enum BinaryPropertyListReader {
                         case .array(let references):
                             try openContainer(Container(index: index, isArray: true, references: references), in: &open)
                         case .dictionary(let references):
-                            try openContainer(Container(index: index, isArray: false, references: references), in: &open)
+                            try openContainer(
+                                Container(index: index, isArray: false, references: references), in: &open)
                         }
                     }
                 } else if let last = open.indices.last {
@@ -187,7 +191,8 @@ enum BinaryPropertyListReader {
             case 0x2:
                 guard low == 2 || low == 3 else { throw Refusal("bad real") }
                 let raw = try take(1 << low).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                return .value(low == 2 ? Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw))) : Double(bitPattern: raw))
+                return .value(
+                    low == 2 ? Double(Float(bitPattern: UInt32(truncatingIfNeeded: raw))) : Double(bitPattern: raw))
             case 0x3:
                 guard low == 3 else { throw Refusal("bad date") }
                 let raw = try take(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -202,7 +207,9 @@ enum BinaryPropertyListReader {
                 let count = try length()
                 guard count <= (end - cursor) / 2 else { throw Refusal("string runs past the table") }
                 let raw = try take(count * 2)
-                let units = stride(from: raw.startIndex, to: raw.endIndex, by: 2).map { UInt16(raw[$0]) << 8 | UInt16(raw[$0 + 1]) }
+                let units = stride(from: raw.startIndex, to: raw.endIndex, by: 2).map {
+                    UInt16(raw[$0]) << 8 | UInt16(raw[$0 + 1])
+                }
                 return .value(String(decoding: units, as: UTF16.self))
             case 0x8:
                 let value = try take(low + 1).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
@@ -233,7 +240,9 @@ enum BinaryPropertyListReader {
 
         /// A big-endian unsigned integer of `size` bytes at `offset`, ending by `limit`, at most `Int32.max`.
         static func integer(_ bytes: [UInt8], at offset: Int, size: Int, limit: Int) throws -> Int {
-            guard offset >= 0, size >= 1, size <= 8, offset <= limit - size else { throw Refusal("integer out of range") }
+            guard offset >= 0, size >= 1, size <= 8, offset <= limit - size else {
+                throw Refusal("integer out of range")
+            }
             var value: UInt64 = 0
             for index in 0..<size { value = value << 8 | UInt64(bytes[offset + index]) }
             guard value <= UInt64(Int32.max) else { throw Refusal("value too large") }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Tries several response serializers in order; the first that succeeds wins.
@@ -35,10 +35,14 @@ open class CompoundResponseSerializer: HTTPResponseSerializer, @unchecked Sendab
     /// Restores the components, in order, and the base validation rules of an archive.
     public required init?(coder: NSCoder) {
         // One key per component: Foundation's array decoder stops the process when an element fails to decode.
-        guard let count = coder.number("responseSerializers.count")?.intValue, (0...64).contains(count) else { return nil }
+        guard let count = coder.number("responseSerializers.count")?.intValue, (0...64).contains(count) else {
+            return nil
+        }
         var serializers: [HTTPResponseSerializer] = []
         for index in 0..<count {
-            guard let serializer = coder.object("responseSerializers.\(index)") as? HTTPResponseSerializer else { return nil }
+            guard let serializer = coder.object("responseSerializers.\(index)") as? HTTPResponseSerializer else {
+                return nil
+            }
             serializers.append(serializer)
         }
         self.responseSerializers = serializers

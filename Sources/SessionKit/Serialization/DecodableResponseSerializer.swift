@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Validates a response and decodes its JSON body into `T`.
@@ -14,7 +14,10 @@ public final class DecodableResponseSerializer<T: Decodable>: URLResponseSeriali
     private let decoder: JSONDecoder
 
     /// Creates a serializer for `type`, validating with `validator` (default: statuses 200–299, any type).
-    public init(_ type: T.Type, decoder: JSONDecoder = JSONDecoder(), validator: HTTPResponseSerializer = HTTPResponseSerializer()) {
+    public init(
+        _ type: T.Type, decoder: JSONDecoder = JSONDecoder(),
+        validator: HTTPResponseSerializer = HTTPResponseSerializer()
+    ) {
         self.decoder = decoder
         self.validator = validator
     }

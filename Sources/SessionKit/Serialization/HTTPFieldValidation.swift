@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// RFC 9110's rules for what SessionKit puts on the wire (starting decision 8): a method and a field name are tokens
@@ -11,15 +11,16 @@ import FoundationNetworking
 enum HTTPFieldValidation {
     /// Whether `text` is an RFC 9110 token.
     static func isToken(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            switch byte {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "A")...UInt8(ascii: "Z"):
-                return true
-            default:
-                return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                switch byte {
+                case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "A")...UInt8(ascii: "Z"):
+                    return true
+                default:
+                    return "!#$%&'*+-.^_`|~".utf8.contains(byte)
+                }
             }
-        }
     }
 
     /// Whether `value` can be a field value: no CR, LF or NUL.
@@ -41,7 +42,8 @@ enum HTTPFieldValidation {
             if !isToken(name) {
                 return SessionKitError.session(
                     .invalidRequestField,
-                    "The header name \(quoted(name)) is not a token (RFC 9110: ASCII letters, digits and !#$%&'*+-.^_`|~): the request was not sent.")
+                    "The header name \(quoted(name)) is not a token (RFC 9110: ASCII letters, digits and !#$%&'*+-.^_`|~): the request was not sent."
+                )
             }
             if !isValidValue(value) {
                 return SessionKitError.session(
@@ -59,6 +61,9 @@ enum HTTPFieldValidation {
 
     /// `text` quoted, with control characters shown as escapes so that the message stays on one line.
     private static func quoted(_ text: String) -> String {
-        "\"" + text.unicodeScalars.map { $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F ? String($0) : $0.escaped(asASCII: true) }.joined() + "\""
+        "\""
+            + text.unicodeScalars.map {
+                $0.isASCII && $0.value >= 0x20 && $0.value != 0x7F ? String($0) : $0.escaped(asASCII: true)
+            }.joined() + "\""
     }
 }

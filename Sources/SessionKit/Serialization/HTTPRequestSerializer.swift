@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Builds requests with AFNetworking's query-string and form encoding.
@@ -55,8 +55,9 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     public required init?(coder: NSCoder) {
         super.init()
         guard coder.decodeArchiveVersion(),
-              let names = coder.strings("headerNames"), let values = coder.strings("headerValues"), names.count == values.count,
-              let encoding = coder.number("stringEncoding"), let methods = coder.strings("methodsEncodingParametersInURI")
+            let names = coder.strings("headerNames"), let values = coder.strings("headerValues"),
+            names.count == values.count,
+            let encoding = coder.number("stringEncoding"), let methods = coder.strings("methodsEncodingParametersInURI")
         else { return nil }
         var state = State()
         state.stringEncoding = String.Encoding(rawValue: encoding.uintValue)
@@ -70,7 +71,9 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         state.httpShouldHandleCookies = coder.number("httpShouldHandleCookies")?.boolValue
         state.allowsCellularAccess = coder.number("allowsCellularAccess")?.boolValue
         state.httpShouldUsePipelining = coder.number("httpShouldUsePipelining")?.boolValue
-        state.networkServiceType = coder.number("networkServiceType").flatMap { URLRequest.NetworkServiceType(rawValue: $0.uintValue) }
+        state.networkServiceType = coder.number("networkServiceType").flatMap {
+            URLRequest.NetworkServiceType(rawValue: $0.uintValue)
+        }
         self.state.wrappedValue = state
     }
 
@@ -84,10 +87,13 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         coder.encode(state.methodsEncodingParametersInURI.sorted() as NSArray, forKey: "methodsEncodingParametersInURI")
         coder.encodeIfPresent(state.timeoutInterval.map { NSNumber(value: $0) }, forKey: "timeoutInterval")
         coder.encodeIfPresent(state.cachePolicy.map { NSNumber(value: $0.rawValue) }, forKey: "cachePolicy")
-        coder.encodeIfPresent(state.httpShouldHandleCookies.map { NSNumber(value: $0) }, forKey: "httpShouldHandleCookies")
+        coder.encodeIfPresent(
+            state.httpShouldHandleCookies.map { NSNumber(value: $0) }, forKey: "httpShouldHandleCookies")
         coder.encodeIfPresent(state.allowsCellularAccess.map { NSNumber(value: $0) }, forKey: "allowsCellularAccess")
-        coder.encodeIfPresent(state.httpShouldUsePipelining.map { NSNumber(value: $0) }, forKey: "httpShouldUsePipelining")
-        coder.encodeIfPresent(state.networkServiceType.map { NSNumber(value: $0.rawValue) }, forKey: "networkServiceType")
+        coder.encodeIfPresent(
+            state.httpShouldUsePipelining.map { NSNumber(value: $0) }, forKey: "httpShouldUsePipelining")
+        coder.encodeIfPresent(
+            state.networkServiceType.map { NSNumber(value: $0.rawValue) }, forKey: "networkServiceType")
     }
 
     /// An independent serializer of the same class with the same configuration; as in AFNetworking, the
@@ -245,7 +251,9 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     func bodyEncodedRequest(
         _ request: URLRequest, parameters: Any?, contentType: String, encode: (Any) throws -> Data
     ) throws -> URLRequest {
-        if encodesParametersInURI(request.httpMethod) { return try queryEncodedRequest(request, parameters: parameters) }
+        if encodesParametersInURI(request.httpMethod) {
+            return try queryEncodedRequest(request, parameters: parameters)
+        }
         var request = request
         applyDefaultHeaders(to: &request)
         guard let original = parameters else { return request }
@@ -262,7 +270,9 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         var request = request
         applyDefaultHeaders(to: &request)
         let method = (request.httpMethod ?? "GET").uppercased()
-        let (encoding, custom, uriMethods) = state.read { ($0.stringEncoding, $0.queryStringSerialization, $0.methodsEncodingParametersInURI) }
+        let (encoding, custom, uriMethods) = state.read {
+            ($0.stringEncoding, $0.queryStringSerialization, $0.methodsEncodingParametersInURI)
+        }
 
         var query: String?
         if let parameters {
@@ -368,7 +378,8 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         while true {
             let count = stream.read(&buffer, maxLength: buffer.count)
             if count < 0 {
-                throw stream.streamError ?? SessionKitError.requestSerialization(.cannotDecodeRawData, "The body stream failed.")
+                throw stream.streamError
+                    ?? SessionKitError.requestSerialization(.cannotDecodeRawData, "The body stream failed.")
             }
             if count == 0 { break }
             try handle.write(contentsOf: buffer[0..<count])
@@ -383,7 +394,9 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     /// - Throws: A request-serialization error when the value cannot be encoded, or when it nests more deeply than
     ///   ``maximumNestingDepth`` (checked before `JSONEncoder`, which recurses, sees it).
     static func propertyListValue(_ parameters: Any) throws -> Any {
-        if parameters is [AnyHashable: Any] || parameters is [Any] || parameters is NSSet || parameters is Set<AnyHashable> {
+        if parameters is [AnyHashable: Any] || parameters is [Any] || parameters is NSSet
+            || parameters is Set<AnyHashable>
+        {
             return parameters
         }
         guard let encodable = parameters as? any Encodable else { return parameters }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Validates the status code and content type of HTTP responses and returns the body as `Data`.
@@ -36,8 +36,9 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
             guard bounds.count % 2 == 0, bounds.count <= 2_000 else { return nil }
             var codes = IndexSet()
             for index in stride(from: 0, to: bounds.count, by: 2) {
-                guard let lower = (bounds[index] as? NSNumber)?.intValue, let upper = (bounds[index + 1] as? NSNumber)?.intValue,
-                      lower >= 0, lower < upper, upper <= 10_000
+                guard let lower = (bounds[index] as? NSNumber)?.intValue,
+                    let upper = (bounds[index + 1] as? NSNumber)?.intValue,
+                    lower >= 0, lower < upper, upper <= 10_000
                 else { return nil }
                 codes.insert(integersIn: lower..<upper)
             }
@@ -121,7 +122,9 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
     /// - Parameter isEmpty: Which bodies count as empty; for those the status failure is thrown, or nil returned.
     /// - Throws: A content-type failure at once, alone or under a status failure (the body is not of the expected
     ///   kind), or the status failure of an empty body.
-    func bodyToDecode(for response: URLResponse?, data: Data?, isEmpty: (Data) -> Bool = { $0.isEmpty }) throws
+    func bodyToDecode(
+        for response: URLResponse?, data: Data?, isEmpty: (Data) -> Bool = { $0.isEmpty }
+    ) throws
         -> (body: Data, validationError: Error?)?
     {
         var validationError: Error?
@@ -129,7 +132,8 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
             try validate(response: response as? HTTPURLResponse, data: data)
         } catch {
             // As AFNetworking: an unacceptable content type, even one chained under a status failure, ends here.
-            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error) {
+            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error)
+            {
                 throw error
             }
             validationError = error
@@ -149,7 +153,8 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         do {
             try validate(response: response as? HTTPURLResponse, data: data)
         } catch {
-            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error) {
+            if SessionKitError.hasCode(.cannotDecodeContentData, in: SessionKitError.responseSerializationDomain, error)
+            {
                 throw error
             }
             throw SessionKitError.carrying(data, in: error)

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Sends parameters as a JSON body (`Content-Type: application/json` unless the request sets one).
@@ -46,7 +46,9 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
     ///
     /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` is not
     ///   a valid JSON object or nests more deeply than ``HTTPRequestSerializer/maximumNestingDepth``.
-    open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+    open override func request(
+        bySerializingRequest request: URLRequest, withParameters parameters: Any?
+    ) throws
         -> URLRequest
     {
         let options = writingOptions
@@ -55,7 +57,8 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
             // value within the limit is written on a thread with a large stack.
             let depth = NestingLimit.depth(of: value)
             guard depth <= NestingLimit.maximumDepth else {
-                throw SessionKitError.requestSerialization(.cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
             }
             return try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
                 guard JSONSerialization.isValidJSONObject(value) else {

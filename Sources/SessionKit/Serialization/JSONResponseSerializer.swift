@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Validates a response and decodes its JSON body.
@@ -27,11 +27,13 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     /// Restores the validation rules, reading options and null removal of an archive.
     public required init?(coder: NSCoder) {
         super.init(coder: coder)
-        guard let reading = coder.number("readingOptions"), let removes = coder.number("removesKeysWithNullValues") else {
+        guard let reading = coder.number("readingOptions"), let removes = coder.number("removesKeysWithNullValues")
+        else {
             return nil
         }
-        options.wrappedValue = Options(readingOptions: JSONSerialization.ReadingOptions(rawValue: reading.uintValue),
-                                       removesKeysWithNullValues: removes.boolValue)
+        options.wrappedValue = Options(
+            readingOptions: JSONSerialization.ReadingOptions(rawValue: reading.uintValue),
+            removesKeysWithNullValues: removes.boolValue)
     }
 
     /// Archives the validation rules, reading options and null removal.
@@ -75,9 +77,13 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     /// Validates the response and returns the decoded JSON object (nil for an empty body).
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
         let statusCode = (response as? HTTPURLResponse)?.statusCode
-        guard let (data, validationError) = try bodyToDecode(for: response, data: data, isEmpty: { body in
-            body.isEmpty || body == Data([0x20]) || statusCode == 204
-        }) else { return nil }
+        guard
+            let (data, validationError) = try bodyToDecode(
+                for: response, data: data,
+                isEmpty: { body in
+                    body.isEmpty || body == Data([0x20]) || statusCode == 204
+                })
+        else { return nil }
 
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
         // `JSONSerialization` parses by recursion: the depth is measured first, on the bytes, and a deep body within

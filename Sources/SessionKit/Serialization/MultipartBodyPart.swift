@@ -59,8 +59,9 @@ struct MultipartBodyPart {
 
     /// The total number of bytes this part contributes to the body.
     func contentLength(boundary: String) -> Int64 {
-        Int64(framing(.boundary, boundary: boundary).count + framing(.headers, boundary: boundary).count
-            + framing(.closing, boundary: boundary).count) + bodyLength
+        Int64(
+            framing(.boundary, boundary: boundary).count + framing(.headers, boundary: boundary).count
+                + framing(.closing, boundary: boundary).count) + bodyLength
     }
 
     /// Copies up to `maxLength` bytes into `buffer`. Returns the count (0 once the part is done) or throws.

@@ -29,7 +29,8 @@ final class MultipartBodyStream: InputStream {
     }
 
     static func shortPart(expected: Int64, got: Int64) -> Error {
-        SessionKitError.requestSerialization(.cannotDecodeRawData, Failure.shortPart(expected: expected, got: got).description)
+        SessionKitError.requestSerialization(
+            .cannotDecodeRawData, Failure.shortPart(expected: expected, got: got).description)
     }
 
     private struct State {
@@ -55,7 +56,8 @@ final class MultipartBodyStream: InputStream {
         self.boundary = boundary
         // A body without parts is still a valid multipart body: the closing delimiter alone.
         self.emptyBody = parts.isEmpty ? Data("--\(boundary)--\r\n".utf8) : nil
-        self.contentLength = emptyBody.map { Int64($0.count) }
+        self.contentLength =
+            emptyBody.map { Int64($0.count) }
             ?? parts.reduce(0) { $0 + $1.contentLength(boundary: boundary) }
         self.state = Protected(State(parts: parts, throttle: throttle))
         super.init(data: Data())
@@ -127,8 +129,10 @@ final class MultipartBodyStream: InputStream {
         return count
     }
 
-    override func getBuffer(_ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>,
-                            length len: UnsafeMutablePointer<Int>) -> Bool {
+    override func getBuffer(
+        _ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>,
+        length len: UnsafeMutablePointer<Int>
+    ) -> Bool {
         false
     }
 

@@ -38,12 +38,14 @@ final class MultipartFormBody: MultipartFormData {
     private var throttle: (packetSize: Int, delay: TimeInterval)?
 
     init() {
-        self.boundary = String(format: "Boundary+%08X%08X", UInt32.random(in: .min ... .max), UInt32.random(in: .min ... .max))
+        self.boundary = String(
+            format: "Boundary+%08X%08X", UInt32.random(in: .min ... .max), UInt32.random(in: .min ... .max))
     }
 
     func appendPart(withFileURL fileURL: URL, name: String) throws {
-        try appendPart(withFileURL: fileURL, name: name, fileName: fileURL.lastPathComponent,
-                       mimeType: MIMEType.forPathExtension(fileURL.pathExtension))
+        try appendPart(
+            withFileURL: fileURL, name: name, fileName: fileURL.lastPathComponent,
+            mimeType: MIMEType.forPathExtension(fileURL.pathExtension))
     }
 
     func appendPart(withFileURL fileURL: URL, name: String, fileName: String, mimeType: String) throws {
@@ -52,14 +54,15 @@ final class MultipartFormBody: MultipartFormData {
         }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: fileURL.path, isDirectory: &isDirectory), !isDirectory.boolValue,
-              FileManager.default.isReadableFile(atPath: fileURL.path),
-              let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size]) as? NSNumber
+            FileManager.default.isReadableFile(atPath: fileURL.path),
+            let size = (try? FileManager.default.attributesOfItem(atPath: fileURL.path)[.size]) as? NSNumber
         else {
             throw SessionKitError.requestSerialization(
                 .fileDoesNotExist, "The file \(fileURL.path) does not exist or cannot be read.")
         }
-        append(headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType),
-               source: .file(fileURL, length: size.int64Value))
+        append(
+            headers: fileHeaders(name: name, fileName: fileName, mimeType: mimeType),
+            source: .file(fileURL, length: size.int64Value))
     }
 
     func appendPart(with inputStream: InputStream?, name: String, fileName: String, length: Int64, mimeType: String) {

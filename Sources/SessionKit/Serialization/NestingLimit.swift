@@ -155,13 +155,19 @@ struct NestingProbe: Encoder {
         let limit: Int
         var codingPath: [CodingKey] { [] }
         mutating func encodeNil(forKey key: Key) throws {}
-        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws { try walk(value, depth: depth + 1, limit: limit) }
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type, forKey key: Key)
+        mutating func encode<T: Encodable>(_ value: T, forKey key: Key) throws {
+            try walk(value, depth: depth + 1, limit: limit)
+        }
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type, forKey key: Key
+        )
             -> KeyedEncodingContainer<NestedKey>
         {
             KeyedEncodingContainer(Keyed<NestedKey>(depth: depth + 1, limit: limit))
         }
-        mutating func nestedUnkeyedContainer(forKey key: Key) -> UnkeyedEncodingContainer { Unkeyed(depth: depth + 1, limit: limit) }
+        mutating func nestedUnkeyedContainer(forKey key: Key) -> UnkeyedEncodingContainer {
+            Unkeyed(depth: depth + 1, limit: limit)
+        }
         mutating func superEncoder() -> Encoder { NestingProbe(depth: depth + 1, limit: limit) }
         mutating func superEncoder(forKey key: Key) -> Encoder { NestingProbe(depth: depth + 1, limit: limit) }
     }
@@ -176,7 +182,9 @@ struct NestingProbe: Encoder {
             count += 1
             try walk(value, depth: depth + 1, limit: limit)
         }
-        mutating func nestedContainer<NestedKey: CodingKey>(keyedBy keyType: NestedKey.Type) -> KeyedEncodingContainer<NestedKey> {
+        mutating func nestedContainer<NestedKey: CodingKey>(
+            keyedBy keyType: NestedKey.Type
+        ) -> KeyedEncodingContainer<NestedKey> {
             count += 1
             return KeyedEncodingContainer(Keyed<NestedKey>(depth: depth + 1, limit: limit))
         }

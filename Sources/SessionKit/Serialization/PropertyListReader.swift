@@ -99,7 +99,9 @@ struct XMLPropertyListReader {
         while true {
             var finished: Any?
             if (tag.name == "dict" || tag.name == "array") && !tag.selfClosing {
-                guard open.count < Self.maximumDepth else { throw Refusal("nested more deeply than \(Self.maximumDepth) levels") }
+                guard open.count < Self.maximumDepth else {
+                    throw Refusal("nested more deeply than \(Self.maximumDepth) levels")
+                }
                 open.append(Container(isArray: tag.name == "array"))
             } else {
                 finished = try scalar(tag)
@@ -150,22 +152,30 @@ struct XMLPropertyListReader {
             return tag.selfClosing ? "" : try text(until: "string")
         case "integer":
             let text = tag.selfClosing ? "" : try text(until: "integer")
-            guard let integer = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw Refusal("bad <integer>") }
+            guard let integer = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw Refusal("bad <integer>")
+            }
             return integer
         case "real":
             let text = tag.selfClosing ? "" : try text(until: "real")
-            guard let real = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw Refusal("bad <real>") }
+            guard let real = Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw Refusal("bad <real>")
+            }
             return real
         case "true", "false":
             if !tag.selfClosing { try endTag(tag.name) }
             return tag.name == "true"
         case "date":
             let text = tag.selfClosing ? "" : try text(until: "date")
-            guard let date = Self.date(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { throw Refusal("bad <date>") }
+            guard let date = Self.date(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw Refusal("bad <date>")
+            }
             return date
         case "data":
             let text = tag.selfClosing ? "" : try text(until: "data")
-            guard let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else { throw Refusal("bad <data>") }
+            guard let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+                throw Refusal("bad <data>")
+            }
             return data
         default:
             throw Refusal("unknown element <\(tag.name)>")
@@ -221,8 +231,10 @@ struct XMLPropertyListReader {
         let start = index
         while index < bytes.count {
             let byte = bytes[index]
-            let isNameByte = (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
-                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: ":")
+            let isNameByte =
+                (byte >= 0x61 && byte <= 0x7A) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x30 && byte <= 0x39)
+                || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+                || byte == UInt8(ascii: ":")
             guard isNameByte else { break }
             index += 1
         }
@@ -232,7 +244,9 @@ struct XMLPropertyListReader {
 
     /// `<name attributes…>` or `<name …/>`; attributes are skipped.
     private mutating func startTag() throws -> Tag {
-        guard index < bytes.count, bytes[index] == UInt8(ascii: "<"), !peek("</") else { throw Refusal("expected an element") }
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "<"), !peek("</") else {
+            throw Refusal("expected an element")
+        }
         index += 1
         let tagName = try name()
         while true {
@@ -307,7 +321,9 @@ struct XMLPropertyListReader {
 
     /// `&lt;`, `&gt;`, `&amp;`, `&quot;`, `&apos;`, `&#NN;`, `&#xNN;` as UTF-8.
     private mutating func entity() throws -> [UInt8] {
-        guard let end = bytes[index...].prefix(12).firstIndex(of: UInt8(ascii: ";")) else { throw Refusal("bad entity") }
+        guard let end = bytes[index...].prefix(12).firstIndex(of: UInt8(ascii: ";")) else {
+            throw Refusal("bad entity")
+        }
         let body = String(decoding: bytes[(index + 1)..<end], as: UTF8.self)
         index = end + 1
         switch body {
@@ -325,7 +341,9 @@ struct XMLPropertyListReader {
             } else {
                 value = nil
             }
-            guard let value, value != 0, let scalar = Unicode.Scalar(value) else { throw Refusal("bad entity &\(body);") }
+            guard let value, value != 0, let scalar = Unicode.Scalar(value) else {
+                throw Refusal("bad entity &\(body);")
+            }
             return Array(String(Character(scalar)).utf8)
         }
     }

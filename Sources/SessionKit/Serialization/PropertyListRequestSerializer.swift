@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Sends parameters as a property-list body (`Content-Type: application/x-plist` unless the request sets one).
@@ -24,8 +24,11 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     /// Restores the configuration, format and write options of an archive.
     public required init?(coder: NSCoder) {
         super.init(coder: coder)
-        guard let format = coder.number("format").flatMap({ PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue) }),
-              let write = coder.number("writeOptions")
+        guard
+            let format = coder.number("format").flatMap({
+                PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue)
+            }),
+            let write = coder.number("writeOptions")
         else { return nil }
         options.wrappedValue = Options(format: format, writeOptions: write.intValue)
     }
@@ -46,8 +49,10 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     }
 
     /// Creates a serializer with the given format and write options.
-    public convenience init(format: PropertyListSerialization.PropertyListFormat,
-                            writeOptions: PropertyListSerialization.WriteOptions) {
+    public convenience init(
+        format: PropertyListSerialization.PropertyListFormat,
+        writeOptions: PropertyListSerialization.WriteOptions
+    ) {
         self.init()
         self.format = format
         self.writeOptions = writeOptions
@@ -70,7 +75,9 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     /// - Throws: An error in ``SessionKitError/requestSerializationDomain``, code -1016, when `parameters` cannot be
     ///   written as a property list (a null value, say) or nests more deeply than
     ///   ``HTTPRequestSerializer/maximumNestingDepth``.
-    open override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+    open override func request(
+        bySerializingRequest request: URLRequest, withParameters parameters: Any?
+    ) throws
         -> URLRequest
     {
         let (format, writeOptions) = options.read { ($0.format, $0.writeOptions) }
@@ -79,7 +86,8 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
             // and a deep value within the limit is written on a thread with a large stack.
             let depth = NestingLimit.depth(of: value)
             guard depth <= NestingLimit.maximumDepth else {
-                throw SessionKitError.requestSerialization(.cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeContentData, NestingLimit.reason("The `parameters` argument is"))
             }
             return try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
                 guard PropertyListSerialization.propertyList(value, isValidFor: format) else {
@@ -87,10 +95,12 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
                         .cannotDecodeContentData, "The `parameters` argument is not a valid property list.")
                 }
                 do {
-                    return try PropertyListSerialization.data(fromPropertyList: value, format: format, options: writeOptions)
+                    return try PropertyListSerialization.data(
+                        fromPropertyList: value, format: format, options: writeOptions)
                 } catch {
                     throw SessionKitError.requestSerialization(
-                        .cannotDecodeContentData, "The `parameters` argument is not a valid property list.", underlying: error)
+                        .cannotDecodeContentData, "The `parameters` argument is not a valid property list.",
+                        underlying: error)
                 }
             }
         }

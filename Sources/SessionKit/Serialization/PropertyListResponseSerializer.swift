@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Validates a response and decodes its property-list body (XML or binary).
@@ -31,10 +31,14 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
     /// Restores the validation rules, format and read options of an archive.
     public required init?(coder: NSCoder) {
         super.init(coder: coder)
-        guard let format = coder.number("format").flatMap({ PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue) }),
-              let read = coder.number("readOptions")
+        guard
+            let format = coder.number("format").flatMap({
+                PropertyListSerialization.PropertyListFormat(rawValue: $0.uintValue)
+            }),
+            let read = coder.number("readOptions")
         else { return nil }
-        options.wrappedValue = Options(format: format, readOptions: PropertyListSerialization.ReadOptions(rawValue: read.uintValue))
+        options.wrappedValue = Options(
+            format: format, readOptions: PropertyListSerialization.ReadOptions(rawValue: read.uintValue))
     }
 
     /// Archives the validation rules, format and read options.
@@ -53,8 +57,10 @@ open class PropertyListResponseSerializer: HTTPResponseSerializer, @unchecked Se
     }
 
     /// Creates a serializer with the given format and read options.
-    public convenience init(format: PropertyListSerialization.PropertyListFormat,
-                            readOptions: PropertyListSerialization.ReadOptions) {
+    public convenience init(
+        format: PropertyListSerialization.PropertyListFormat,
+        readOptions: PropertyListSerialization.ReadOptions
+    ) {
         self.init()
         self.format = format
         self.readOptions = readOptions

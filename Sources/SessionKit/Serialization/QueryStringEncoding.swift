@@ -61,7 +61,8 @@ enum QueryStringEncoding {
                 continue
             }
             guard depth < NestingLimit.maximumDepth else {
-                throw SessionKitError.requestSerialization(.cannotDecodeRawData, NestingLimit.reason("The parameters are"))
+                throw SessionKitError.requestSerialization(
+                    .cannotDecodeRawData, NestingLimit.reason("The parameters are"))
             }
             pending += members.reversed().map { ($0.key, $0.value, depth + 1) }
         }

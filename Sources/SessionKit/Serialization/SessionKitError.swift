@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// An error of SessionKit to switch on, and the error domains and `userInfo` keys of the errors SessionKit creates.
@@ -74,7 +74,7 @@ public struct SessionKitError: Error, @unchecked Sendable {
         case Self.responseSerializationDomain where code == .badServerResponse:
             kind = .unacceptableStatusCode(response?.statusCode ?? 0)
         case Self.responseSerializationDomain
-            where Self.firstInChain(nsError, { $0.userInfo[NSUnderlyingErrorKey] as? DecodingError }) != nil:
+        where Self.firstInChain(nsError, { $0.userInfo[NSUnderlyingErrorKey] as? DecodingError }) != nil:
             kind = .decodingFailed
         case Self.responseSerializationDomain:
             kind = .responseSerializationFailed(code)

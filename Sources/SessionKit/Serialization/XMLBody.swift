@@ -31,7 +31,8 @@ enum XMLBody {
     }
 
     private static let emptyProcessingInstruction = try? NSRegularExpression(pattern: "<\\?[^?>\\s]*\\s*\\?>")
-    private static let internalSubset = try? NSRegularExpression(pattern: "<!DOCTYPE[^>\\[]*\\[", options: [.caseInsensitive])
+    private static let internalSubset = try? NSRegularExpression(
+        pattern: "<!DOCTYPE[^>\\[]*\\[", options: [.caseInsensitive])
 
     /// Throws for the constructs `XMLParser` crashes on.
     private static func refuseUnsafeConstructs(_ text: String) throws {
@@ -66,9 +67,11 @@ enum XMLBody {
     private static func rewritingDeclaration(_ text: String) -> String {
         guard text.hasPrefix("<?xml"), let end = text.range(of: "?>") else { return text }
         let declaration = String(text[..<end.lowerBound])
-        let pattern = try? NSRegularExpression(pattern: "encoding\\s*=\\s*[\"'][^\"']*[\"']", options: [.caseInsensitive])
+        let pattern = try? NSRegularExpression(
+            pattern: "encoding\\s*=\\s*[\"'][^\"']*[\"']", options: [.caseInsensitive])
         let range = NSRange(declaration.startIndex..., in: declaration)
-        let rewritten = pattern?.stringByReplacingMatches(in: declaration, range: range, withTemplate: "encoding=\"UTF-8\"")
+        let rewritten =
+            pattern?.stringByReplacingMatches(in: declaration, range: range, withTemplate: "encoding=\"UTF-8\"")
             ?? declaration
         return rewritten + text[end.lowerBound...]
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The first challenge of a `WWW-Authenticate` or `Proxy-Authenticate` field (RFC 9110 11.6.1 and 11.7.1): its

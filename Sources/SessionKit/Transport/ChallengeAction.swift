@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What a task does about an HTTP authentication challenge (a 401 with `WWW-Authenticate`, or a 407 with

@@ -38,10 +38,13 @@ final class CurlEngine: @unchecked Sendable {
 
     /// The engine of `policy` and `tlsVersions` with this many connections per host at most (0: no limit), created
     /// on first use. A connection negotiated under one TLS range is never reused under another.
-    static func engine(for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
-                       maximumConnectionsPerHost: Int) -> CurlEngine? {
-        let key = Key(policy: policy.configurationKey, tlsVersions: tlsVersions,
-                      maximumConnectionsPerHost: maximumConnectionsPerHost)
+    static func engine(
+        for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+        maximumConnectionsPerHost: Int
+    ) -> CurlEngine? {
+        let key = Key(
+            policy: policy.configurationKey, tlsVersions: tlsVersions,
+            maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.write { engines in
             if let engine = engines[key] { return engine }
             guard let engine = CurlEngine(key: key) else { return nil }
@@ -51,10 +54,13 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// Whether the engine of `policy` is running now.
-    static func isRunning(for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
-                          maximumConnectionsPerHost: Int) -> Bool {
-        let key = Key(policy: policy.configurationKey, tlsVersions: tlsVersions,
-                      maximumConnectionsPerHost: maximumConnectionsPerHost)
+    static func isRunning(
+        for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+        maximumConnectionsPerHost: Int
+    ) -> Bool {
+        let key = Key(
+            policy: policy.configurationKey, tlsVersions: tlsVersions,
+            maximumConnectionsPerHost: maximumConnectionsPerHost)
         return engines.read { $0[key] != nil }
     }
 
@@ -141,7 +147,7 @@ final class CurlEngine: @unchecked Sendable {
             var queued: Int32 = 0
             while let message = curl_multi_info_read(multi, &queued) {
                 guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
-                      let transfer = transfers.removeValue(forKey: easy)
+                    let transfer = transfers.removeValue(forKey: easy)
                 else { continue }
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, easy)

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What the curl transport takes from a session configuration, read once per manager (decision 4 of
@@ -39,7 +39,8 @@ struct CurlSessionSettings: @unchecked Sendable {
         let dictionary = configuration.connectionProxyDictionary ?? [:]
         func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
         func proxy(_ prefix: String) -> String? {
-            let enabled = (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
+            let enabled =
+                (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
             guard enabled, let host = value("\(prefix)Proxy") as? String, !host.isEmpty else { return nil }
             let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int)
             return "http://\(host)" + (port.map { ":\($0)" } ?? "")

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A task of the curl transport: a `URLSessionTask` subclass that SessionKit runs itself, through its

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One task of the curl transport from creation to its one completion: the state its task object reports (from any
@@ -148,7 +148,8 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     func cancel() {
         let cancelled = Self.error(.cancelled, "The task was cancelled.", url: originalRequest.url)
-        let (action, transfer, engine) = observed.write { observed -> (TransferLifecycle.Action, CurlTransfer?, CurlEngine?) in
+        let (action, transfer, engine) = observed.write {
+            observed -> (TransferLifecycle.Action, CurlTransfer?, CurlEngine?) in
             let action = observed.lifecycle.cancel()
             guard action == .stopAndCompleteCancelled else { return (action, nil, nil) }
             observed.error = cancelled
@@ -178,7 +179,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// `request` with what the configuration adds: its additional headers (the request's own win).
     private func prepared(_ request: URLRequest) -> URLRequest {
         var request = request
-        for (field, value) in environment.settings.additionalHeaders where request.value(forHTTPHeaderField: field) == nil {
+        for (field, value) in environment.settings.additionalHeaders
+        where request.value(forHTTPHeaderField: field) == nil {
             request.setValue(value, forHTTPHeaderField: field)
         }
         return request
@@ -192,13 +194,17 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
         let remaining = conversation.deadline.map { $0.timeIntervalSinceNow }
         if let remaining, remaining <= 0 {
-            return fail(Self.error(.timedOut, "The request took longer than the session's resource timeout.", url: request.url))
+            return fail(
+                Self.error(.timedOut, "The request took longer than the session's resource timeout.", url: request.url))
         }
         var request = request
         let cookieStorage = request.httpShouldHandleCookies ? settings.cookieStorage : nil
         if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
-           let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty {
-            for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) { request.setValue(value, forHTTPHeaderField: field) }
+            let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty
+        {
+            for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) {
+                request.setValue(value, forHTTPHeaderField: field)
+            }
         }
         observed.write { $0.currentRequest = request }
         var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
@@ -213,12 +219,14 @@ final class CurlTaskDriver: @unchecked Sendable {
             timings: { [self] timings in enqueue(.timings(timings)) },
             flush: { [self] in scheduleDrain() })
         let idleTimeout = min(request.timeoutInterval, settings.idleTimeout)
-        guard let transfer = CurlTransfer(request: request, policy: environment.policy,
-                                          tlsVersions: environment.tlsVersions, idleTimeout: idleTimeout,
-                                          totalTimeout: remaining, proxy: proxy(for: request.url),
-                                          credentials: credentials, decodingLimits: environment.decodingLimits,
-                                          flowControl: flowControl, events: events),
-              attach(transfer)
+        guard
+            let transfer = CurlTransfer(
+                request: request, policy: environment.policy,
+                tlsVersions: environment.tlsVersions, idleTimeout: idleTimeout,
+                totalTimeout: remaining, proxy: proxy(for: request.url),
+                credentials: credentials, decodingLimits: environment.decodingLimits,
+                flowControl: flowControl, events: events),
+            attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))
         }
@@ -227,9 +235,10 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// Starts `transfer` on the engine of the task's policy; an engine that retired meanwhile is replaced.
     private func attach(_ transfer: CurlTransfer) -> Bool {
         for _ in 0..<3 {
-            guard let engine = CurlEngine.engine(
-                for: environment.policy, tlsVersions: environment.tlsVersions,
-                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
+            guard
+                let engine = CurlEngine.engine(
+                    for: environment.policy, tlsVersions: environment.tlsVersions,
+                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.lifecycle.isTerminal else { return false }
@@ -268,7 +277,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     private func drain() {
         #if DEBUG
-        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
+            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         #endif
         let events = observed.write { observed -> [Event] in
             observed.drainScheduled = false
@@ -302,7 +311,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
         case .data(let data):
             if conversation.held != nil {
-                if conversation.held?.challenge != nil, (conversation.held?.body.count ?? 0) + data.count <= Self.heldBodyLimit {
+                if conversation.held?.challenge != nil,
+                    (conversation.held?.body.count ?? 0) + data.count <= Self.heldBodyLimit
+                {
                     conversation.held?.body.append(data)
                 }
                 flowControl.consumed(data.count)
@@ -365,8 +376,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         case .failure(let error):
             finish(error)
         case .success(let proposed):
-            if let next = environment.sink.task(task, in: environment.session, willPerformHTTPRedirection: response,
-                                                newRequest: proposed) {
+            if let next = environment.sink.task(
+                task, in: environment.session, willPerformHTTPRedirection: response,
+                newRequest: proposed)
+            {
                 startNext(next)
             } else {
                 deliverHead(response, of: task)
@@ -376,13 +389,20 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     /// A 401 or 407 ended: ask the manager, then retry with a credential, deliver the response, or cancel.
-    private func answer(_ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data,
-                        task: URLSessionTask) {
+    private func answer(
+        _ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data,
+        task: URLSessionTask
+    ) {
         let request = observed.read { $0.currentRequest }
         let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
-        let space = header.protectionSpace(for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
+        let space = header.protectionSpace(
+            for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
         let failures = header.isProxy ? conversation.challengeFailures.proxy : conversation.challengeFailures.server
-        if header.isProxy { conversation.challengeFailures.proxy += 1 } else { conversation.challengeFailures.server += 1 }
+        if header.isProxy {
+            conversation.challengeFailures.proxy += 1
+        } else {
+            conversation.challengeFailures.server += 1
+        }
         let challenge = URLAuthenticationChallenge(
             protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
             failureResponse: response, error: nil, sender: ChallengeSender())
@@ -448,9 +468,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     private static func error(_ code: URLError.Code, _ reason: String, url: URL?) -> URLError {
-        URLError(code, userInfo: [
-            NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any,
-            "NSErrorFailingURLStringKey": url?.absoluteString as Any,
-        ])
+        URLError(
+            code,
+            userInfo: [
+                NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any,
+                "NSErrorFailingURLStringKey": url?.absoluteString as Any,
+            ])
     }
 }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// SessionKit's own tasks over libcurl (``CurlDataTask``, ``CurlUploadTask``, ``CurlDownloadTask``, run by a
@@ -29,7 +29,9 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     var needsResourceDeadlines: Bool { false }
 
-    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+    func makeTask(
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+    )
         -> TransportTask?
     {
         guard let sink = session.delegate as? TaskEventSink, var request = source.request else { return nil }
@@ -49,9 +51,10 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         }
         let driver = CurlTaskDriver(
             taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
-            environment: .init(policy: options.policy, tlsVersions: options.tlsVersions,
-                               decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
-                               delegateQueue: delegateQueue))
+            environment: .init(
+                policy: options.policy, tlsVersions: options.tlsVersions,
+                decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
+                delegateQueue: delegateQueue))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)

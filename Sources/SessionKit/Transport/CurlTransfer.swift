@@ -3,7 +3,7 @@ internal import COpenSSL
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// One request on libcurl: its easy handle, the response head parsed as bytes, the body, and the TLS check.
@@ -118,10 +118,12 @@ final class CurlTransfer: @unchecked Sendable {
     /// libcurl's detailed message for the transfer's failure (`CURLOPT_ERRORBUFFER`).
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
 
-    init?(request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
-          idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
-          proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
-          flowControl: FlowControl? = nil, events: Events) {
+    init?(
+        request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
+        idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
+        proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
+        flowControl: FlowControl? = nil, events: Events
+    ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.method = (request.httpMethod ?? "GET").uppercased()
         self.mayResend = Self.idempotentMethods.contains(method)
@@ -144,9 +146,12 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         }
         for credential in credentials {
-            _ = sk_curl_easy_setopt_string(easy, credential.forProxy ? CURLOPT_PROXYUSERNAME : CURLOPT_USERNAME, credential.user)
-            _ = sk_curl_easy_setopt_string(easy, credential.forProxy ? CURLOPT_PROXYPASSWORD : CURLOPT_PASSWORD, credential.password)
-            _ = sk_curl_easy_setopt_long(easy, credential.forProxy ? CURLOPT_PROXYAUTH : CURLOPT_HTTPAUTH, credential.schemes)
+            _ = sk_curl_easy_setopt_string(
+                easy, credential.forProxy ? CURLOPT_PROXYUSERNAME : CURLOPT_USERNAME, credential.user)
+            _ = sk_curl_easy_setopt_string(
+                easy, credential.forProxy ? CURLOPT_PROXYPASSWORD : CURLOPT_PASSWORD, credential.password)
+            _ = sk_curl_easy_setopt_long(
+                easy, credential.forProxy ? CURLOPT_PROXYAUTH : CURLOPT_HTTPAUTH, credential.schemes)
         }
         if let totalTimeout, totalTimeout > 0, totalTimeout < TimeInterval(Int.max / 1000) {
             // What is left of the session's resource timeout (the whole task, redirects included).
@@ -186,7 +191,8 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(body.count))
             if body.count <= Self.copiedBodyLimit {
                 _ = body.withUnsafeBytes { raw in
-                    sk_curl_easy_setopt_pointer(easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
+                    sk_curl_easy_setopt_pointer(
+                        easy, CURLOPT_COPYPOSTFIELDS, raw.baseAddress ?? UnsafeRawPointer(bitPattern: 1))
                 }
             } else {
                 // A large body is read from the request's own bytes rather than copied into libcurl; the seek
@@ -200,7 +206,8 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for (field, value) in request.allHTTPHeaderFields ?? [:] where !field.equalsIgnoringASCIICase("Content-Length") {
+        for (field, value) in request.allHTTPHeaderFields ?? [:] where !field.equalsIgnoringASCIICase("Content-Length")
+        {
             list = curl_slist_append(list, "\(field): \(value)")  // libcurl writes Content-Length itself
         }
         // curl adds these on its own; an empty value removes them unless the request set them.
@@ -278,7 +285,8 @@ final class CurlTransfer: @unchecked Sendable {
         var wire: curl_off_t = 0
         _ = sk_curl_easy_getinfo_off_t(easy, CURLINFO_SIZE_DOWNLOAD_T, &wire)
         guard decodedBytes > Int64(ratio) * max(1, Int64(wire)) else { return false }
-        decodingLimitCrossed = "the decompression ratio limit (\(ratio)×: \(decodedBytes) bytes from \(wire) on the wire)"
+        decodingLimitCrossed =
+            "the decompression ratio limit (\(ratio)×: \(decodedBytes) bytes from \(wire) on the wire)"
         return true
     }
 
@@ -296,13 +304,16 @@ final class CurlTransfer: @unchecked Sendable {
             let length = min(size * count, data.count - transfer.bodyOffset)
             guard length > 0 else { return 0 }
             let start = data.startIndex + transfer.bodyOffset
-            data.copyBytes(to: UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: UInt8.self), from: start..<start + length)
+            data.copyBytes(
+                to: UnsafeMutableRawPointer(buffer).assumingMemoryBound(to: UInt8.self), from: start..<start + length)
             transfer.bodyOffset += length
             return length
         }
         guard let stream = transfer.bodyStream else { return 0 }
         if stream.streamStatus == .notOpen { stream.open() }
-        let read = buffer.withMemoryRebound(to: UInt8.self, capacity: size * count) { stream.read($0, maxLength: size * count) }
+        let read = buffer.withMemoryRebound(to: UInt8.self, capacity: size * count) {
+            stream.read($0, maxLength: size * count)
+        }
         if read < 0 {
             transfer.bodyStreamFailed = true
             return 0x1000_0000
@@ -338,7 +349,9 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.lastActivity = now  // waiting for the reader (or a paused task) is not an idle network
             return 0
         }
-        guard transfer.idleTimeout > 0, now.timeIntervalSince(transfer.lastActivity) > transfer.idleTimeout else { return 0 }
+        guard transfer.idleTimeout > 0, now.timeIntervalSince(transfer.lastActivity) > transfer.idleTimeout else {
+            return 0
+        }
         transfer.timedOut = true
         return 1
     }
@@ -355,7 +368,9 @@ final class CurlTransfer: @unchecked Sendable {
     private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
         guard let store else { return 0 }
         if X509_STORE_CTX_get_error_depth(store) > 0 { return 1 }
-        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else { return 0 }
+        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else {
+            return 0
+        }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
         var chain: [Data] = []
         if let leaf = X509_STORE_CTX_get0_cert(store), let der = Certificate.der(of: leaf) {
@@ -364,7 +379,8 @@ final class CurlTransfer: @unchecked Sendable {
         if let untrusted = X509_STORE_CTX_get0_untrusted(store) {
             for index in 0..<sk_x509_stack_count(untrusted) {
                 if let x509 = sk_x509_stack_value(untrusted, index), let der = Certificate.der(of: x509),
-                   !chain.contains(der) {
+                    !chain.contains(der)
+                {
                     chain.append(der)
                 }
             }
@@ -404,9 +420,11 @@ final class CurlTransfer: @unchecked Sendable {
             // A status line (a new one after a 1xx): "HTTP/1.1 200 OK".
             let parts = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
             httpVersion = parts.first.map { String(decoding: $0, as: UTF8.self) } ?? "HTTP/1.1"
-            statusCode = parts.count > 1 ? parts[1].reduce(0) { code, digit in
-                (48...57).contains(digit) && code < 1000 ? code * 10 + Int(digit - 48) : 0
-            } : 0
+            statusCode =
+                parts.count > 1
+                ? parts[1].reduce(0) { code, digit in
+                    (48...57).contains(digit) && code < 1000 ? code * 10 + Int(digit - 48) : 0
+                } : 0
             headerFields = []
             headBytes = line.count  // the bounds apply to each response head (a 1xx or a 401 went before)
             return
@@ -514,37 +532,61 @@ final class CurlTransfer: @unchecked Sendable {
             NSLocalizedDescriptionKey: reason,
         ]
         if isTLS && policyEvaluated && !policyAccepted {
-            let refusal = refusal ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
+            let refusal =
+                refusal
+                ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
             return URLError(refusal.code, userInfo: userInfo.merging(refusal.userInfo(forHost: url.host)) { $1 })
         }
         if bodyStreamFailed {
-            return URLError(.cannotDecodeRawData, userInfo: userInfo.merging(
-                [NSLocalizedDescriptionKey: "The request body stream failed: \(bodyStream?.streamError.map { "\($0)" } ?? "read error")"]) { $1 })
+            return URLError(
+                .cannotDecodeRawData,
+                userInfo: userInfo.merging(
+                    [
+                        NSLocalizedDescriptionKey:
+                            "The request body stream failed: \(bodyStream?.streamError.map { "\($0)" } ?? "read error")"
+                    ]) { $1 })
         }
         if timedOut {
-            return URLError(.timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
+            return URLError(
+                .timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
         }
         if let crossed = decodingLimitCrossed {
-            return URLError(.dataLengthExceedsMaximum, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
-                "The response body crossed \(crossed); the task was stopped and the partial body discarded."]) { $1 })
+            return URLError(
+                .dataLengthExceedsMaximum,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The response body crossed \(crossed); the task was stopped and the partial body discarded."
+                ]) { $1 })
         }
         if resendRefused {
-            return URLError(.networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
-                "The connection was lost after the request was sent, before any response; a \(method) is not sent again "
-                + "automatically (it may have reached the server). Retry it yourself if that is safe."]) { $1 })
+            return URLError(
+                .networkConnectionLost,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The connection was lost after the request was sent, before any response; a \(method) is not sent again "
+                        + "automatically (it may have reached the server). Retry it yourself if that is safe."
+                ]) { $1 })
         }
         if headTooLarge {
-            return URLError(.badServerResponse, userInfo: userInfo.merging([NSLocalizedDescriptionKey:
-                "The response head is larger than \(Self.maximumHeadBytes) bytes or \(Self.maximumHeadFields) fields."]) { $1 })
+            return URLError(
+                .badServerResponse,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The response head is larger than \(Self.maximumHeadBytes) bytes or \(Self.maximumHeadFields) fields."
+                ]) { $1 })
         }
         let detail = String(cString: errorBuffer)
         func badResponse() -> URLError {
-            URLError(.badServerResponse, userInfo: userInfo.merging([
-                NSLocalizedDescriptionKey: "The server's response is malformed: \(detail.isEmpty ? reason : detail)."]) { $1 })
+            URLError(
+                .badServerResponse,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The server's response is malformed: \(detail.isEmpty ? reason : detail)."
+                ]) { $1 })
         }
         switch code {
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2,
-             CURLE_HTTP2_STREAM, CURLE_HTTP3, CURLE_OUT_OF_MEMORY:
+            CURLE_HTTP2_STREAM, CURLE_HTTP3, CURLE_OUT_OF_MEMORY:
             // The URL's scheme was http or https: an "unsupported protocol" is a reply that is not HTTP (HTTP/0.9, a
             // garbage status line), and libcurl reports a head line over its own bound as "out of memory".
             return badResponse()

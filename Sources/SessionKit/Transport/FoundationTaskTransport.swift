@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// URLSession's own tasks and transport: it trusts the system CA bundle only, cannot enforce a ``SecurityPolicy``,
@@ -9,21 +9,25 @@ import FoundationNetworking
 struct FoundationTaskTransport: TaskTransport {
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
         if let refusal = Transport.pinningRefusal(for: request, policy: policy) { return refusal }
-        guard policy.pinningMode != .none || policy.allowInvalidCertificates || !policy.validatesDomainName
-            || policy.trustedRootCertificates != nil
+        guard
+            policy.pinningMode != .none || policy.allowInvalidCertificates || !policy.validatesDomainName
+                || policy.trustedRootCertificates != nil
         else {
             return nil
         }
         return SessionKitError.session(
             .policyNotEnforceable,
-            "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl.")
+            "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl."
+        )
     }
 
     var resumesDownloads: Bool { false }
 
     var needsResourceDeadlines: Bool { true }
 
-    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+    func makeTask(
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+    )
         -> TransportTask?
     {
         let task: URLSessionTask

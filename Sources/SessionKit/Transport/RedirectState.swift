@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The redirect chain of one request on the curl transport, as a value: it turns a 3xx response into the next
@@ -23,12 +23,17 @@ struct RedirectState {
     mutating func next(after response: HTTPURLResponse, to request: URLRequest) -> Result<URLRequest, URLError> {
         guard let current = request.url else { return .failure(URLError(.badURL)) }
         func failure(_ code: URLError.Code, _ reason: String) -> Result<URLRequest, URLError> {
-            .failure(URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: current,
-                                               failingURLStringErrorKey: current.absoluteString]))
+            .failure(
+                URLError(
+                    code,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: current,
+                        failingURLStringErrorKey: current.absoluteString,
+                    ]))
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
-              let target = URL(string: location, relativeTo: current)?.absoluteURL,
-              ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+            let target = URL(string: location, relativeTo: current)?.absoluteURL,
+            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
         if current.scheme?.lowercased() == "https" && target.scheme?.lowercased() == "http" {
             return failure(.appTransportSecurityRequiresSecureConnection, "A redirect from https to http is refused.")
@@ -52,7 +57,9 @@ struct RedirectState {
             next.setValue(nil, forHTTPHeaderField: "Authorization")
             next.setValue(nil, forHTTPHeaderField: "Cookie")
         }
-        guard !visited.contains(Self.key(next)) else { return failure(.httpTooManyRedirects, "The redirects form a cycle.") }
+        guard !visited.contains(Self.key(next)) else {
+            return failure(.httpTooManyRedirects, "The redirects form a cycle.")
+        }
         return .success(next)
     }
 

@@ -21,10 +21,10 @@ struct ResumeData: Codable, Equatable {
     /// or changed size.
     static func decode(_ data: Data) -> ResumeData? {
         guard data.count < 64 * 1024, data.starts(with: magic),
-              let value = try? JSONDecoder().decode(ResumeData.self, from: data.dropFirst(magic.count)),
-              value.version == 1, value.bytes > 0, URL(string: value.url) != nil,
-              let size = (try? FileManager.default.attributesOfItem(atPath: value.partialFile)[.size]) as? NSNumber,
-              size.int64Value == value.bytes
+            let value = try? JSONDecoder().decode(ResumeData.self, from: data.dropFirst(magic.count)),
+            value.version == 1, value.bytes > 0, URL(string: value.url) != nil,
+            let size = (try? FileManager.default.attributesOfItem(atPath: value.partialFile)[.size]) as? NSNumber,
+            size.int64Value == value.bytes
         else { return nil }
         return value
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The TLS versions a connection may negotiate. TLS 1.2 is the floor by default (starting decision 8); Linux's

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Where SessionKit's own tasks (the curl transport's) send their events: the same callbacks URLSession sends its
@@ -14,7 +14,9 @@ protocol TaskEventSink: AnyObject, Sendable {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool)
 
     /// The response head arrived; the answer says whether the task goes on.
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse) -> URLSession.ResponseDisposition
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse
+    ) -> URLSession.ResponseDisposition
 
     /// Body bytes arrived.
     func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data)
@@ -23,17 +25,24 @@ protocol TaskEventSink: AnyObject, Sendable {
     func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64)
 
     /// A redirect response ended a transfer: the request to send next, or nil to deliver the redirect response.
-    func task(_ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest)
+    func task(
+        _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest
+    )
         -> URLRequest?
 
     /// A 401 or 407 ended a transfer: what to do about it.
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge) -> ChallengeAction
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
+    ) -> ChallengeAction
 
     /// A transfer ended: libcurl's timings of it.
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
 
     /// The task is about to be cancelled: `handler` gets its resume data once it ends; false when it has none.
-    func task(_ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void) -> Bool
+    func task(
+        _ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void
+    ) -> Bool
 
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)

@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What a task is made of: its request and where its body comes from, or the reason it must fail.
@@ -18,7 +18,7 @@ enum TaskSource {
     var request: URLRequest? {
         switch self {
         case .data(let request), .uploadData(let request, _), .uploadFile(let request, _), .uploadStream(let request),
-             .download(let request):
+            .download(let request):
             return request
         case .refused:
             return nil

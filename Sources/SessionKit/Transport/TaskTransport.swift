@@ -1,7 +1,7 @@
 import Foundation
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// How a manager's tasks move bytes: one implementation per ``Transport`` (``FoundationTaskTransport``,
@@ -23,7 +23,9 @@ protocol TaskTransport: Sendable {
     ///   - uploadLength: The size of the body when known before sending.
     ///   - options: The security policy, TLS versions and decoding bounds the task runs under.
     ///   - session: The manager's session (the Foundation transport's tasks run in it; the closures of both receive it).
-    func makeTask(for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession)
+    func makeTask(
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+    )
         -> TransportTask?
 }
 

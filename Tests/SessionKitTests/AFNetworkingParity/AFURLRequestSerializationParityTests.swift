@@ -3,7 +3,7 @@ import SessionKit
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Behaviours of AFNetworking 4.0.1's `AFURLRequestSerialization.m` that SessionKit once did differently, each
@@ -31,14 +31,16 @@ final class AFURLRequestSerializationParityTests: XCTestCase {
         XCTAssertEqual(request.url?.absoluteString, "users/1?a=1")
         XCTAssertNil(request.url?.scheme)
         // What [NSURL URLWithString:] refuses is still refused.
-        XCTAssertThrowsError(try HTTPRequestSerializer().request(withMethod: "GET", urlString: "http://[::1", parameters: nil))
+        XCTAssertThrowsError(
+            try HTTPRequestSerializer().request(withMethod: "GET", urlString: "http://[::1", parameters: nil))
     }
 
     // AFURLRequestSerialization.m:104-108 and :156-157: a value that is not a collection is one pair whose key is
     // nil, written as "=" and the value's description, percent-escaped.
     func testNonDictionaryParametersAreEncodedAsAPairWithAnEmptyKey() throws {
         let serializer = HTTPRequestSerializer()
-        let post = try serializer.request(withMethod: "POST", urlString: "http://h/post", parameters: "AF Networking&=?")
+        let post = try serializer.request(
+            withMethod: "POST", urlString: "http://h/post", parameters: "AF Networking&=?")
         XCTAssertEqual(post.httpBody.map { String(decoding: $0, as: UTF8.self) }, "=AF%20Networking%26%3D?")
         XCTAssertEqual(post.value(forHTTPHeaderField: "Content-Type"), "application/x-www-form-urlencoded")
 

@@ -4,15 +4,16 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Behaviours of AFNetworking 4.0.1's `AFURLResponseSerialization.m` that SessionKit once did differently, each
 /// checked by name. The pure ones build responses by hand; the teapot ones ask the loopback server's `/status/418`.
 final class AFURLResponseSerializationParityTests: LoopbackTestCase {
     private func response(_ status: Int, _ type: String?) -> HTTPURLResponse {
-        HTTPURLResponse(url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
-                        headerFields: type.map { ["Content-Type": $0] } ?? [:])!
+        HTTPURLResponse(
+            url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
+            headerFields: type.map { ["Content-Type": $0] } ?? [:])!
     }
 
     /// The status error, with the content-type error as its underlying error, and nothing else.
@@ -34,8 +35,9 @@ final class AFURLResponseSerializationParityTests: LoopbackTestCase {
         let serializer = JSONResponseSerializer()
         serializer.removesKeysWithNullValues = true
         let body = Data(#"{"list":[1,null,{"a":null,"b":2},[null,"x"]],"gone":null,"top":[null]}"#.utf8)
-        let object = try XCTUnwrap(try serializer.responseObject(for: response(200, "application/json"), data: body)
-                                   as? [String: Any])
+        let object = try XCTUnwrap(
+            try serializer.responseObject(for: response(200, "application/json"), data: body)
+                as? [String: Any])
         XCTAssertEqual(Set(object.keys), ["list", "top"])
         let list = try XCTUnwrap(object["list"] as? [Any])
         XCTAssertEqual(list.count, 3, "\(list)")
@@ -44,7 +46,8 @@ final class AFURLResponseSerializationParityTests: LoopbackTestCase {
         XCTAssertEqual(list[2] as? [String], ["x"])
         XCTAssertEqual((object["top"] as? [Any])?.count, 0)
 
-        let array = try serializer.responseObject(for: response(200, "application/json"), data: Data("[null,3,null]".utf8))
+        let array = try serializer.responseObject(
+            for: response(200, "application/json"), data: Data("[null,3,null]".utf8))
         XCTAssertEqual(array as? [Int], [3])
     }
 
@@ -60,7 +63,9 @@ final class AFURLResponseSerializationParityTests: LoopbackTestCase {
     // AFURLResponseSerialization.m:468-472.
     func testStatusErrorWinsOverDecodingWhenBothValidationsFailForPropertyList() {
         let serializer = PropertyListResponseSerializer()
-        XCTAssertThrowsError(try serializer.responseObject(for: response(500, "text/html"), data: Data("<p>oops</p>".utf8))) {
+        XCTAssertThrowsError(
+            try serializer.responseObject(for: response(500, "text/html"), data: Data("<p>oops</p>".utf8))
+        ) {
             assertStatusErrorWithContentTypeUnderlying($0)
         }
     }
@@ -69,7 +74,9 @@ final class AFURLResponseSerializationParityTests: LoopbackTestCase {
     func testStatusErrorWinsOverDecodingWhenBothValidationsFailForDecodable() {
         struct Item: Decodable { let id: Int }
         let serializer = DecodableResponseSerializer(Item.self, validator: JSONResponseSerializer())
-        XCTAssertThrowsError(try serializer.responseObject(for: response(502, "text/html"), data: Data("<p>bad gateway</p>".utf8))) {
+        XCTAssertThrowsError(
+            try serializer.responseObject(for: response(502, "text/html"), data: Data("<p>bad gateway</p>".utf8))
+        ) {
             assertStatusErrorWithContentTypeUnderlying($0)
         }
     }

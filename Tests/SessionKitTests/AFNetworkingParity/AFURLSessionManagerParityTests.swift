@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Behaviours of AFNetworking 4.0.1's `AFURLSessionManager.m` that SessionKit once did differently, each checked by
@@ -19,15 +19,19 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
 
     private func download(_ manager: URLSessionManager, _ path: String, destination: URL) async throws -> FileOutcome {
         try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url(path)), progress: nil,
-                                                destination: { _, _ in destination },
-                                                completionHandler: { done(($0, $1, $2)) }))
+            manager.resume(
+                manager.downloadTask(
+                    with: URLRequest(url: server.url(path)), progress: nil,
+                    destination: { _, _ in destination },
+                    completionHandler: { done(($0, $1, $2)) }))
         }
     }
 
     /// Downloads 100 bytes to `target` and returns the outcome and the notifications named `name` whose object is
     /// the task.
-    private func download(_ manager: URLSessionManager, to target: URL, observing name: Notification.Name)
+    private func download(
+        _ manager: URLSessionManager, to target: URL, observing name: Notification.Name
+    )
         async throws -> (FileOutcome, [Notification])
     {
         let seen = LockedBox<[Notification]>([])
@@ -37,8 +41,9 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
         defer { NotificationCenter.default.removeObserver(observer) }
         let box = LockedBox<URLSessionTask?>(nil)
         let outcome: FileOutcome = try await awaitCallback { done in
-            let created = manager.downloadTask(with: URLRequest(url: server.url("/bytes/100")), progress: nil,
-                                               destination: { _, _ in target }, completionHandler: { done(($0, $1, $2)) })
+            let created = manager.downloadTask(
+                with: URLRequest(url: server.url("/bytes/100")), progress: nil,
+                destination: { _, _ in target }, completionHandler: { done(($0, $1, $2)) })
             box.wrappedValue = created
             manager.resume(created)
         }
@@ -79,12 +84,14 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
         let manager = makeManager()
         let target = temporaryFile()
         defer { try? FileManager.default.removeItem(at: target) }
-        let (outcome, notes) = try await download(manager, to: target, observing: .sessionKitDownloadTaskDidMoveFileSuccessfully)
+        let (outcome, notes) = try await download(
+            manager, to: target, observing: .sessionKitDownloadTaskDidMoveFileSuccessfully)
         XCTAssertNil(outcome.error)
         XCTAssertEqual(notes.count, 1)
         XCTAssertNil(notes.first?.userInfo)
-        XCTAssertEqual(Notification.Name.sessionKitDownloadTaskDidMoveFileSuccessfully.rawValue,
-                       "com.sessionkit.networking.session.download.file-manager-succeed")
+        XCTAssertEqual(
+            Notification.Name.sessionKitDownloadTaskDidMoveFileSuccessfully.rawValue,
+            "com.sessionkit.networking.session.download.file-manager-succeed")
     }
 
     // AFURLSessionManager.m:50 and :309, :1198: a move that fails posts the failure notification, object the task,
@@ -92,15 +99,17 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
     func testDownloadThatCannotBeMovedPostsTheFailureNotificationWithTheFileManagerUserInfo() async throws {
         let manager = makeManager()
         let target = temporaryFile().appendingPathComponent("no-such-folder").appendingPathComponent("file")
-        let (outcome, notes) = try await download(manager, to: target, observing: .sessionKitDownloadTaskDidFailToMoveFile)
+        let (outcome, notes) = try await download(
+            manager, to: target, observing: .sessionKitDownloadTaskDidFailToMoveFile)
         let error = try XCTUnwrap(outcome.error as NSError?)
         XCTAssertEqual(error.code, SessionKitError.Code.cannotMoveDownloadedFile.rawValue)
         XCTAssertEqual(notes.count, 1)
         let fileManagerError = try XCTUnwrap(error.userInfo[NSUnderlyingErrorKey] as? NSError)
         let userInfo = try XCTUnwrap(notes.first?.userInfo)
         XCTAssertEqual(Set(userInfo.keys.compactMap { $0 as? String }), Set(fileManagerError.userInfo.keys))
-        XCTAssertEqual(Notification.Name.sessionKitDownloadTaskDidFailToMoveFile.rawValue,
-                       "com.sessionkit.networking.session.download.file-manager-error")
+        XCTAssertEqual(
+            Notification.Name.sessionKitDownloadTaskDidFailToMoveFile.rawValue,
+            "com.sessionkit.networking.session.download.file-manager-error")
     }
 
     // AFURLSessionManager.m:1009-1030: a server-trust failure reads as CFNetwork's sentence naming the host; SessionKit
@@ -115,9 +124,11 @@ final class AFURLSessionManagerParityTests: LoopbackTestCase {
             _ = try await manager.get("/get")
             XCTFail("an untrusted server passed the default policy")
         } catch let error as URLError {
-            XCTAssertEqual(error.localizedDescription,
-                           "The certificate for this server is invalid. You might be connecting to a server that is "
-                           + "pretending to be \u{201C}127.0.0.1\u{201D} which could put your confidential information at risk.")
+            XCTAssertEqual(
+                error.localizedDescription,
+                "The certificate for this server is invalid. You might be connecting to a server that is "
+                    + "pretending to be \u{201C}127.0.0.1\u{201D} which could put your confidential information at risk."
+            )
             let reason = (error as NSError).userInfo[NSLocalizedFailureReasonErrorKey] as? String
             XCTAssertTrue(reason?.contains("trusted root") == true, "\(String(describing: reason))")
             XCTAssertEqual(error.failingURL?.host, "127.0.0.1")

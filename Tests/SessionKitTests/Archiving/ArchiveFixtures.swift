@@ -3,7 +3,7 @@ import SessionKit
 import SessionKitTestSupport
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Objects of every archivable class with a non-default value in every field, the committed archives of them
@@ -65,7 +65,8 @@ enum ArchiveFixtures {
     }
 
     static func configuredManager() -> HTTPSessionManager {
-        let manager = HTTPSessionManager(baseURL: URL(string: "http://127.0.0.1:8080/v1"), sessionConfiguration: configuredConfiguration())
+        let manager = HTTPSessionManager(
+            baseURL: URL(string: "http://127.0.0.1:8080/v1"), sessionConfiguration: configuredConfiguration())
         manager.requestSerializer = configuredRequestSerializer(JSONRequestSerializer.self)
         manager.responseSerializer = configuredCompound()
         return manager
@@ -86,23 +87,36 @@ enum ArchiveFixtures {
         let check: (Any) -> [String]
     }
 
-    private static func entry<T: NSObject & NSSecureCoding>(_ name: String, _ object: T, _ check: @escaping (Any) -> [String]) -> Fixture {
+    private static func entry<T: NSObject & NSSecureCoding>(
+        _ name: String, _ object: T, _ check: @escaping (Any) -> [String]
+    ) -> Fixture {
         Fixture(name: name, object: object, decode: { try SecureArchive.unarchive(T.self, from: $0) }, check: check)
     }
 
     /// Every fixture.
     static var all: [Fixture] {
         [
-            entry("HTTPRequestSerializer", configuredRequestSerializer(HTTPRequestSerializer.self), { checkRequest($0, HTTPRequestSerializer.self) }),
-            entry("JSONRequestSerializer", configuredRequestSerializer(JSONRequestSerializer.self), { checkRequest($0, JSONRequestSerializer.self) }),
-            entry("PropertyListRequestSerializer", configuredRequestSerializer(PropertyListRequestSerializer.self),
-             { checkRequest($0, PropertyListRequestSerializer.self) }),
-            entry("HTTPResponseSerializer", configuredResponseSerializer(HTTPResponseSerializer.self), { checkResponse($0, HTTPResponseSerializer.self) }),
-            entry("JSONResponseSerializer", configuredResponseSerializer(JSONResponseSerializer.self), { checkResponse($0, JSONResponseSerializer.self) }),
-            entry("XMLParserResponseSerializer", configuredResponseSerializer(XMLParserResponseSerializer.self),
-             { checkResponse($0, XMLParserResponseSerializer.self) }),
-            entry("PropertyListResponseSerializer", configuredResponseSerializer(PropertyListResponseSerializer.self),
-             { checkResponse($0, PropertyListResponseSerializer.self) }),
+            entry(
+                "HTTPRequestSerializer", configuredRequestSerializer(HTTPRequestSerializer.self),
+                { checkRequest($0, HTTPRequestSerializer.self) }),
+            entry(
+                "JSONRequestSerializer", configuredRequestSerializer(JSONRequestSerializer.self),
+                { checkRequest($0, JSONRequestSerializer.self) }),
+            entry(
+                "PropertyListRequestSerializer", configuredRequestSerializer(PropertyListRequestSerializer.self),
+                { checkRequest($0, PropertyListRequestSerializer.self) }),
+            entry(
+                "HTTPResponseSerializer", configuredResponseSerializer(HTTPResponseSerializer.self),
+                { checkResponse($0, HTTPResponseSerializer.self) }),
+            entry(
+                "JSONResponseSerializer", configuredResponseSerializer(JSONResponseSerializer.self),
+                { checkResponse($0, JSONResponseSerializer.self) }),
+            entry(
+                "XMLParserResponseSerializer", configuredResponseSerializer(XMLParserResponseSerializer.self),
+                { checkResponse($0, XMLParserResponseSerializer.self) }),
+            entry(
+                "PropertyListResponseSerializer", configuredResponseSerializer(PropertyListResponseSerializer.self),
+                { checkResponse($0, PropertyListResponseSerializer.self) }),
             entry("CompoundResponseSerializer", configuredCompound(), { checkCompound($0) }),
             entry("URLSessionManager", configuredPlainManager(), { checkPlainManager($0) }),
             entry("HTTPSessionManager", configuredManager(), { checkManager($0) }),
@@ -111,7 +125,9 @@ enum ArchiveFixtures {
     }
 
     static func configuredPolicy() -> SecurityPolicy {
-        let certificates = (try? Data(contentsOf: TestCertificates.rootCAFile)).flatMap { try? Certificate.certificates(from: $0) } ?? []
+        let certificates =
+            (try? Data(contentsOf: TestCertificates.rootCAFile)).flatMap { try? Certificate.certificates(from: $0) }
+            ?? []
         let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: Set(certificates.map(\.der)))
         policy.allowInvalidCertificates = true
         policy.validatesDomainName = false
@@ -143,7 +159,9 @@ enum ArchiveFixtures {
         expect(!s.allowsCellularAccess, "allowsCellularAccess")
         expect(s.httpShouldUsePipelining, "httpShouldUsePipelining")
         expect(s.httpMethodsEncodingParametersInURI == ["GET", "HEAD"], "httpMethodsEncodingParametersInURI")
-        if let json = s as? JSONRequestSerializer { expect(json.writingOptions == [.sortedKeys, .prettyPrinted], "writingOptions") }
+        if let json = s as? JSONRequestSerializer {
+            expect(json.writingOptions == [.sortedKeys, .prettyPrinted], "writingOptions")
+        }
         if let plist = s as? PropertyListRequestSerializer { expect(plist.format == .binary, "format") }
         let request = try? s.request(withMethod: "GET", urlString: "http://h/p", parameters: ["a": "b"])
         expect(request?.url?.query == "a=b", "the query-string closure must not survive archiving")
@@ -178,7 +196,9 @@ enum ArchiveFixtures {
         func expect(_ condition: Bool, _ what: String) { if !condition { problems.append(what) } }
         expect(configuration.timeoutIntervalForRequest == 17, "timeoutIntervalForRequest")
         expect(configuration.timeoutIntervalForResource == 170, "timeoutIntervalForResource")
-        expect(configuration.httpAdditionalHeaders?["X-Config"] as? String == "from-configuration", "httpAdditionalHeaders")
+        expect(
+            configuration.httpAdditionalHeaders?["X-Config"] as? String == "from-configuration", "httpAdditionalHeaders"
+        )
         expect(configuration.requestCachePolicy == .reloadIgnoringLocalCacheData, "requestCachePolicy")
         expect(configuration.httpMaximumConnectionsPerHost == 3, "httpMaximumConnectionsPerHost")
         expect(configuration.httpShouldUsePipelining, "httpShouldUsePipelining")
@@ -189,8 +209,11 @@ enum ArchiveFixtures {
     }
 
     static func checkPlainManager(_ object: Any) -> [String] {
-        guard let manager = object as? URLSessionManager, type(of: manager) == URLSessionManager.self else { return ["not a URLSessionManager"] }
-        return checkConfiguration(manager.sessionConfiguration) + checkResponse(manager.responseSerializer, JSONResponseSerializer.self)
+        guard let manager = object as? URLSessionManager, type(of: manager) == URLSessionManager.self else {
+            return ["not a URLSessionManager"]
+        }
+        return checkConfiguration(manager.sessionConfiguration)
+            + checkResponse(manager.responseSerializer, JSONResponseSerializer.self)
             + (manager.transport == .foundation ? [] : ["transport"])
     }
 

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `NSSecureCoding`, `NSCopying` and `SecureArchive`: round trips, copies, committed fixtures, signatures.
@@ -60,25 +60,34 @@ final class ArchivingTests: XCTestCase {
         let key = Data("a signing key that is long enough to matter".utf8)
         let manager = ArchiveFixtures.configuredManager()
         let signed = try SecureArchive.archive(manager, signingKey: key)
-        XCTAssertEqual(ArchiveFixtures.checkManager(try SecureArchive.unarchive(HTTPSessionManager.self, from: signed, verifyingWith: key)), [])
+        XCTAssertEqual(
+            ArchiveFixtures.checkManager(
+                try SecureArchive.unarchive(HTTPSessionManager.self, from: signed, verifyingWith: key)), [])
 
         for position in stride(from: 0, to: signed.count, by: max(1, signed.count / 200)) {
             var flipped = signed
             flipped[position] ^= 0x01
-            XCTAssertThrowsError(try SecureArchive.unarchive(HTTPSessionManager.self, from: flipped, verifyingWith: key)) {
+            XCTAssertThrowsError(
+                try SecureArchive.unarchive(HTTPSessionManager.self, from: flipped, verifyingWith: key)
+            ) {
                 XCTAssertEqual($0 as? SecureArchiveError, .signatureMismatch, "bit \(position)")
             }
         }
-        XCTAssertThrowsError(try SecureArchive.unarchive(HTTPSessionManager.self, from: signed,
-                                                         verifyingWith: Data("another key".utf8)))
-        XCTAssertThrowsError(try SecureArchive.unarchive(HTTPSessionManager.self, from: try SecureArchive.archive(manager),
-                                                         verifyingWith: key), "an unsigned archive is refused")
+        XCTAssertThrowsError(
+            try SecureArchive.unarchive(
+                HTTPSessionManager.self, from: signed,
+                verifyingWith: Data("another key".utf8)))
+        XCTAssertThrowsError(
+            try SecureArchive.unarchive(
+                HTTPSessionManager.self, from: try SecureArchive.archive(manager),
+                verifyingWith: key), "an unsigned archive is refused")
     }
 
     func testWrongRootTypeAndUnknownClassesAreRefused() throws {
         let data = try SecureArchive.archive(JSONResponseSerializer())
         XCTAssertThrowsError(try SecureArchive.unarchive(HTTPRequestSerializer.self, from: data)) {
-            XCTAssertEqual($0 as? SecureArchiveError, .wrongRootType(expected: NSStringFromClass(HTTPRequestSerializer.self)))
+            XCTAssertEqual(
+                $0 as? SecureArchiveError, .wrongRootType(expected: NSStringFromClass(HTTPRequestSerializer.self)))
         }
         // A subclass decodes where its superclass is asked for.
         XCTAssertNoThrow(try SecureArchive.unarchive(HTTPResponseSerializer.self, from: data))
@@ -108,7 +117,10 @@ final class ArchivingTests: XCTestCase {
         let data = try SecureArchive.archive(HTTPResponseSerializer())
         var plist = try XCTUnwrap(try PropertyListSerialization.propertyList(from: data, format: nil) as? [String: Any])
         var objects = try XCTUnwrap(plist["$objects"] as? [Any])
-        let index = try XCTUnwrap(objects.firstIndex { ($0 as? Int) == 1 && type(of: $0) != Bool.self && !String(describing: $0).contains("true") })
+        let index = try XCTUnwrap(
+            objects.firstIndex {
+                ($0 as? Int) == 1 && type(of: $0) != Bool.self && !String(describing: $0).contains("true")
+            })
         objects[index] = 2
         plist["$objects"] = objects
         let newer = try PropertyListSerialization.data(fromPropertyList: plist, format: .binary, options: 0)

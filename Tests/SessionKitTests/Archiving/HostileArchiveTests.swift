@@ -38,7 +38,9 @@ final class HostileArchiveTests: XCTestCase {
             }
             for _ in 0..<100 {  // several random bytes
                 var copy = archive
-                for _ in 0..<(1 + generator.below(8)) { copy[generator.below(copy.count)] = UInt8(generator.below(256)) }
+                for _ in 0..<(1 + generator.below(8)) {
+                    copy[generator.below(copy.count)] = UInt8(generator.below(256))
+                }
                 mutants.append(copy)
             }
             for _ in 0..<50 { mutants.append(archive.prefix(generator.below(archive.count))) }  // truncations
@@ -49,15 +51,18 @@ final class HostileArchiveTests: XCTestCase {
                 mutants.append(copy)
             }
             // Swapped class names, same length so that the file stays well formed.
-            let swaps = [("NSDictionary", "NSDate\0\0\0\0\0\0"), ("NSArray", "NSSet\0\0"), ("NSURL", "NSUUI"),
-                         ("HTTPRequestSerializer", "JSONRequestSerializer"), ("JSONRequestSerializer", "HTTPRequestSerializer"),
-                         ("JSONResponseSerializer", "HTTPResponseSerializer"), ("XMLParser", "NSXMLPars"),
-                         ("URLSessionManager", "URLSessionManagex"), ("NSString", "NSNumber")]
+            let swaps = [
+                ("NSDictionary", "NSDate\0\0\0\0\0\0"), ("NSArray", "NSSet\0\0"), ("NSURL", "NSUUI"),
+                ("HTTPRequestSerializer", "JSONRequestSerializer"), ("JSONRequestSerializer", "HTTPRequestSerializer"),
+                ("JSONResponseSerializer", "HTTPResponseSerializer"), ("XMLParser", "NSXMLPars"),
+                ("URLSessionManager", "URLSessionManagex"), ("NSString", "NSNumber"),
+            ]
             for (old, new) in swaps { if let swapped = replace(archive, old, new) { mutants.append(swapped) } }
 
             for (number, mutant) in mutants.enumerated() {
                 if ProcessInfo.processInfo.environment["SESSIONKIT_TRACE_MUTANTS"] != nil {
-                    FileHandle.standardError.write(Data("mutant \(fixture.name) #\(number): \(mutant.base64EncodedString())\n".utf8))
+                    FileHandle.standardError.write(
+                        Data("mutant \(fixture.name) #\(number): \(mutant.base64EncodedString())\n".utf8))
                 }
                 attempts += 1
                 do {
@@ -81,7 +86,8 @@ final class HostileArchiveTests: XCTestCase {
             }
         }
         // A well-formed property list that is not a keyed archive.
-        let plain = try PropertyListSerialization.data(fromPropertyList: ["$objects": ["x"]], format: .binary, options: 0)
+        let plain = try PropertyListSerialization.data(
+            fromPropertyList: ["$objects": ["x"]], format: .binary, options: 0)
         XCTAssertThrowsError(try SecureArchive.unarchive(HTTPSessionManager.self, from: plain))
         // An XML property list is refused (archives are binary).
         let xml = try PropertyListSerialization.data(fromPropertyList: ["a": 1], format: .xml, options: 0)

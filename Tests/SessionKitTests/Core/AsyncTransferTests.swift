@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The async forms of uploads and downloads (issue 13): progress as an `AsyncSequence`, the result, cancellation.

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Every way a server can misbehave ends in one error for the caller: never a hang, never a second completion.
@@ -14,7 +14,9 @@ final class FaultToleranceTests: LoopbackTestCase {
         let manager = makeManager(timeout: timeout)
         manager.responseSerializer = HTTPResponseSerializer()
         let box = OnceBox<Error?>()
-        manager.resume(manager.dataTask(with: URLRequest(url: server.url(path)), completionHandler: { _, _, error in box.resolve(error) }))
+        manager.resume(
+            manager.dataTask(
+                with: URLRequest(url: server.url(path)), completionHandler: { _, _, error in box.resolve(error) }))
         let error = try await box.value(timeout: timeout + 20, file: #filePath, line: #line)
         try await Task.sleep(nanoseconds: 300_000_000)
         XCTAssertEqual(box.deliveries, 1, "completion must run exactly once for \(path)")
@@ -48,9 +50,12 @@ final class FaultToleranceTests: LoopbackTestCase {
         try await server.shutdown()
         let manager = makeManager(timeout: 5)
         let result: Error? = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: URL(string: "http://127.0.0.1:\(port)/get")!), completionHandler: { _, _, error in
-                done(error)
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: URL(string: "http://127.0.0.1:\(port)/get")!),
+                    completionHandler: { _, _, error in
+                        done(error)
+                    }))
         }
         XCTAssertEqual((result as? URLError)?.code, .cannotConnectToHost, "\(String(describing: result))")
         server = try await LoopbackServer.start()
@@ -64,11 +69,13 @@ final class FaultToleranceTests: LoopbackTestCase {
         let all = OnceBox<Void>()
         let counts = LockedBox<[Int: Int]>([:])
         for index in 0..<total {
-            let task = manager.dataTask(with: URLRequest(url: server.url(paths[index % paths.count])), completionHandler: { _, _, _ in
-                counts.write { $0[index, default: 0] += 1 }
-                finished.increment()
-                if finished.count == total { all.resolve(()) }
-            })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url(paths[index % paths.count])),
+                completionHandler: { _, _, _ in
+                    counts.write { $0[index, default: 0] += 1 }
+                    finished.increment()
+                    if finished.count == total { all.resolve(()) }
+                })
             manager.resume(task)
         }
         try await all.value(timeout: 60, file: #filePath, line: #line)

@@ -4,14 +4,15 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The verbs, base URL resolution, headers and async forms of `HTTPSessionManager`, end to end.
 final class HTTPSessionManagerTests: LoopbackTestCase {
     private func send(
         _ manager: HTTPSessionManager,
-        _ start: (@escaping (URLSessionDataTask, Any?) -> Void, @escaping (URLSessionDataTask?, Error) -> Void) -> URLSessionDataTask?
+        _ start: (@escaping (URLSessionDataTask, Any?) -> Void, @escaping (URLSessionDataTask?, Error) -> Void) ->
+            URLSessionDataTask?
     ) async throws -> (task: URLSessionDataTask?, object: Any?, error: Error?) {
         try await awaitCallback { done in
             _ = start({ task, object in done((task, object, nil)) }, { task, error in done((task, nil, error)) })
@@ -21,8 +22,9 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
     func testGetSendsParametersInQueryAndDecodesJSON() async throws {
         let manager = makeManager()
         let result = try await send(manager) { success, failure in
-            manager.get("/get", parameters: ["q": "swift linux", "page": 2], headers: ["X-Test": "1"], progress: nil,
-                        success: success, failure: failure)
+            manager.get(
+                "/get", parameters: ["q": "swift linux", "page": 2], headers: ["X-Test": "1"], progress: nil,
+                success: success, failure: failure)
         }
         XCTAssertNil(result.error)
         let document = try echo(result.object)
@@ -35,8 +37,9 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
     func testPostSendsFormBody() async throws {
         let manager = makeManager()
         let result = try await send(manager) { success, failure in
-            manager.post("/post", parameters: ["name": "Ada", "tags": ["a", "b"]], headers: nil, progress: nil,
-                         success: success, failure: failure)
+            manager.post(
+                "/post", parameters: ["name": "Ada", "tags": ["a", "b"]], headers: nil, progress: nil,
+                success: success, failure: failure)
         }
         let document = try echo(result.object)
         let form = try XCTUnwrap(document["form"] as? [String: Any])
@@ -62,11 +65,17 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
 
     func testPutPatchDeleteClosureForms() async throws {
         let manager = makeManager()
-        let put = try await send(manager) { s, f in manager.put("/put", parameters: ["a": "1"], headers: nil, success: s, failure: f) }
+        let put = try await send(manager) { s, f in
+            manager.put("/put", parameters: ["a": "1"], headers: nil, success: s, failure: f)
+        }
         XCTAssertEqual(try echo(put.object)["method"] as? String, "PUT")
-        let patch = try await send(manager) { s, f in manager.patch("/patch", parameters: ["a": "1"], headers: nil, success: s, failure: f) }
+        let patch = try await send(manager) { s, f in
+            manager.patch("/patch", parameters: ["a": "1"], headers: nil, success: s, failure: f)
+        }
         XCTAssertEqual(try echo(patch.object)["method"] as? String, "PATCH")
-        let delete = try await send(manager) { s, f in manager.delete("/delete", parameters: ["id": 7], headers: nil, success: s, failure: f) }
+        let delete = try await send(manager) { s, f in
+            manager.delete("/delete", parameters: ["id": 7], headers: nil, success: s, failure: f)
+        }
         XCTAssertEqual(try echo(delete.object)["args"] as? [String: String], ["id": "7"])
         XCTAssertEqual(server.requests.last?.uri, "/delete?id=7")
         XCTAssertEqual(server.requests.last?.bodyLength, 0)
@@ -75,8 +84,11 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
     func testHeadSucceedsWithTaskOnly() async throws {
         let manager = makeManager()
         let task: URLSessionDataTask? = try await awaitCallback { done in
-            manager.head("/get", parameters: nil, headers: nil, success: { task in done(task) },
-                         failure: { task, error in XCTFail("\(error)"); done(task) })
+            manager.head(
+                "/get", parameters: nil, headers: nil, success: { task in done(task) },
+                failure: { task, error in
+                    XCTFail("\(error)"); done(task)
+                })
         }
         XCTAssertEqual((task?.response as? HTTPURLResponse)?.statusCode, 200)
         XCTAssertEqual(server.requests.last?.method, "HEAD")
@@ -110,13 +122,14 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
         let counter = CallCounter()
         let (returned, onQueue, error): (URLSessionDataTask?, Bool, Error) = try await awaitCallback { done in
             var returned: URLSessionDataTask?? = .none
-            returned = manager.post("/post", parameters: ["date": Date()], headers: nil, progress: nil,
-                                    success: { _, _ in XCTFail("must not succeed") },
-                                    failure: { task, error in
-                                        counter.increment()
-                                        XCTAssertNil(task)
-                                        done((returned ?? nil, DispatchQueue.getSpecific(key: key) == 7, error))
-                                    })
+            returned = manager.post(
+                "/post", parameters: ["date": Date()], headers: nil, progress: nil,
+                success: { _, _ in XCTFail("must not succeed") },
+                failure: { task, error in
+                    counter.increment()
+                    XCTAssertNil(task)
+                    done((returned ?? nil, DispatchQueue.getSpecific(key: key) == 7, error))
+                })
         }
         XCTAssertNil(returned)
         XCTAssertTrue(onQueue)
@@ -127,8 +140,10 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
 
     func testDataTaskWithHTTPMethodIsNotResumed() async throws {
         let manager = makeManager()
-        let task = try XCTUnwrap(manager.dataTask(withHTTPMethod: "GET", urlString: "/get", parameters: nil, headers: nil,
-                                                  uploadProgress: nil, downloadProgress: nil, success: nil, failure: nil))
+        let task = try XCTUnwrap(
+            manager.dataTask(
+                withHTTPMethod: "GET", urlString: "/get", parameters: nil, headers: nil,
+                uploadProgress: nil, downloadProgress: nil, success: nil, failure: nil))
         XCTAssertEqual(task.state, .suspended)
         try await Task.sleep(nanoseconds: 100_000_000)
         XCTAssertEqual(server.requestCount, 0)
@@ -142,11 +157,15 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: file) }
         let progressCounter = CallCounter()
         let result = try await send(manager) { success, failure in
-            manager.post("/post", parameters: ["title": "cat"], headers: nil, constructingBodyWith: { form in
-                try form.appendPart(withFileURL: file, name: "attachment")
-                form.appendPart(withFileData: Data([0, 1, 2]), name: "blob", fileName: "b.bin", mimeType: "application/octet-stream")
-                form.appendPart(withFormData: Data("1".utf8), name: "version")
-            }, progress: { _ in progressCounter.increment() }, success: success, failure: failure)
+            manager.post(
+                "/post", parameters: ["title": "cat"], headers: nil,
+                constructingBodyWith: { form in
+                    try form.appendPart(withFileURL: file, name: "attachment")
+                    form.appendPart(
+                        withFileData: Data([0, 1, 2]), name: "blob", fileName: "b.bin",
+                        mimeType: "application/octet-stream")
+                    form.appendPart(withFormData: Data("1".utf8), name: "version")
+                }, progress: { _ in progressCounter.increment() }, success: success, failure: failure)
         }
         XCTAssertNil(result.error)
         let document = try echo(result.object)
@@ -162,9 +181,11 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
     func testMultipartWithUnreadableFileFailsWithoutTask() async throws {
         let manager = makeManager()
         let (task, error): (URLSessionDataTask?, Error) = try await awaitCallback { done in
-            let returned = manager.post("/post", parameters: nil, headers: nil, constructingBodyWith: { form in
-                try form.appendPart(withFileURL: URL(fileURLWithPath: "/nonexistent/file.txt"), name: "f")
-            }, progress: nil, success: nil, failure: { task, error in done((task, error)) })
+            let returned = manager.post(
+                "/post", parameters: nil, headers: nil,
+                constructingBodyWith: { form in
+                    try form.appendPart(withFileURL: URL(fileURLWithPath: "/nonexistent/file.txt"), name: "f")
+                }, progress: nil, success: nil, failure: { task, error in done((task, error)) })
             XCTAssertNil(returned)
         }
         XCTAssertNil(task)
@@ -178,7 +199,8 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
         let result = try await manager.get("/get", parameters: ["a": "b"])
         XCTAssertEqual(result.statusCode, 200)
         XCTAssertEqual((result.object as? [String: Any])?["args"] as? [String: String], ["a": "b"])
-        XCTAssertEqual(try JSONSerialization.jsonObject(with: result.data) as? NSDictionary, result.object as? NSDictionary)
+        XCTAssertEqual(
+            try JSONSerialization.jsonObject(with: result.data) as? NSDictionary, result.object as? NSDictionary)
     }
 
     func testAsyncDecodableForm() async throws {
@@ -211,7 +233,8 @@ final class HTTPSessionManagerTests: LoopbackTestCase {
             let nsError = error as NSError
             XCTAssertEqual(nsError.domain, SessionKitError.responseSerializationDomain)
             XCTAssertEqual(nsError.code, URLError.badServerResponse.rawValue)
-            XCTAssertEqual((nsError.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)?.statusCode, 404)
+            XCTAssertEqual(
+                (nsError.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)?.statusCode, 404)
             XCTAssertNotNil(nsError.userInfo[SessionKitError.failingURLResponseDataKey])
         }
     }

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The four notifications and their AFNetworking-shaped userInfo.
@@ -47,7 +47,8 @@ final class NotificationTests: LoopbackTestCase {
         let manager = makeManager()
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-note-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
-        let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/100")), destination: { _, _ in destination })
+        let task = manager.downloadTask(
+            with: URLRequest(url: server.url("/bytes/100")), destination: { _, _ in destination })
         let note = try await notification(.sessionKitTaskDidComplete, for: task) { manager.resume(task) }
         XCTAssertEqual(note.userInfo?[SessionKitNotificationKey.assetPath] as? URL, destination)
         XCTAssertNil(note.userInfo?[SessionKitNotificationKey.responseData])
@@ -56,7 +57,9 @@ final class NotificationTests: LoopbackTestCase {
     func testDidResumeAndDidSuspendArePosted() async throws {
         let manager = makeManager()
         let task = manager.dataTask(with: URLRequest(url: server.url("/get")))
-        let suspend = try await notification(.sessionKitTaskDidSuspend, for: task) { XCTAssertTrue(manager.suspend(task)) }
+        let suspend = try await notification(.sessionKitTaskDidSuspend, for: task) {
+            XCTAssertTrue(manager.suspend(task))
+        }
         XCTAssertTrue((suspend.object as AnyObject?) === task)
         let resume = try await notification(.sessionKitTaskDidResume, for: task) {
             manager.resume(task)  // suspended twice: the first resume leaves it suspended
@@ -73,17 +76,24 @@ final class InvalidationTests: LoopbackTestCase {
         let manager = makeManager()
         let invalidated = OnceBox<Notification>()
         let oldSession = manager.session
-        let observer = NotificationCenter.default.addObserver(forName: .sessionKitSessionDidInvalidate, object: nil, queue: nil) { note in
+        let observer = NotificationCenter.default.addObserver(
+            forName: .sessionKitSessionDidInvalidate, object: nil, queue: nil
+        ) { note in
             if (note.object as AnyObject?) === oldSession { invalidated.resolve(note) }
         }
         defer { NotificationCenter.default.removeObserver(observer) }
         let errors = LockedBox<[Error?]>([])
         let allDone = OnceBox<Void>()
         for _ in 0..<3 {
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { _, _, error in
-                let count = errors.write { $0.append(error); return $0.count }
-                if count == 3 { allDone.resolve(()) }
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/delay/5")),
+                    completionHandler: { _, _, error in
+                        let count = errors.write {
+                            $0.append(error); return $0.count
+                        }
+                        if count == 3 { allDone.resolve(()) }
+                    }))
         }
         try await Task.sleep(nanoseconds: 200_000_000)
         manager.invalidateSessionCancelingTasks(true, resetSession: true)
@@ -104,10 +114,12 @@ final class InvalidationTests: LoopbackTestCase {
         XCTAssertTrue(manager.session === invalidatedSession, "without a reset the invalidated session stays")
         let counter = CallCounter()
         let error: Error? = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in
-                counter.increment()
-                done(error)
-            })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/get")),
+                completionHandler: { _, _, error in
+                    counter.increment()
+                    done(error)
+                })
             manager.resume(task)
         }
         let nsError = try XCTUnwrap(error as NSError?)
@@ -121,7 +133,10 @@ final class InvalidationTests: LoopbackTestCase {
     func testFinishingInvalidationLetsRunningTasksComplete() async throws {
         let manager = makeManager()
         let outcome: (Any?, Error?) = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/1")), completionHandler: { _, object, error in done((object, error)) }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/delay/1")),
+                    completionHandler: { _, object, error in done((object, error)) }))
             manager.invalidateSessionCancelingTasks(false, resetSession: false)
         }
         XCTAssertNil(outcome.1)
@@ -132,8 +147,9 @@ final class InvalidationTests: LoopbackTestCase {
         var manager: HTTPSessionManager? = makeManager()
         weak var weakManager = manager
         let outcome: Error? = try await awaitCallback { done in
-            manager?.get("/delay/1", parameters: nil, headers: nil, progress: nil,
-                         success: { _, _ in done(nil) }, failure: { _, error in done(error) })
+            manager?.get(
+                "/delay/1", parameters: nil, headers: nil, progress: nil,
+                success: { _, _ in done(nil) }, failure: { _, error in done(error) })
             manager = nil
         }
         XCTAssertNil(outcome)
@@ -182,7 +198,9 @@ final class DelegateOverrideTests: LoopbackTestCase {
         let responses = CallCounter()
         let completed = CallCounter()
         manager.dataTaskDidReceiveData = { _, _, _ in received.increment() }
-        manager.dataTaskDidReceiveResponse = { _, _, _ in responses.increment(); return .allow }
+        manager.dataTaskDidReceiveResponse = { _, _, _ in
+            responses.increment(); return .allow
+        }
         manager.taskDidComplete = { _, _, _ in completed.increment() }
         let result = try await manager.get("/get")
         XCTAssertNotNil(result.object)
@@ -198,7 +216,9 @@ final class DelegateOverrideTests: LoopbackTestCase {
         var request = URLRequest(url: server.url("/post"))
         request.httpMethod = "POST"
         let _: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, from: Data(count: 100_000), completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.uploadTask(
+                    with: request, from: Data(count: 100_000), completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertEqual(sent.wrappedValue, 100_000)
     }

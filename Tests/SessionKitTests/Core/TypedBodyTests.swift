@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Typed bodies and results: an `Encodable` body sent as JSON, a `Decodable` result, nothing through `Any`.

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Task creation, per-task delegates, progress, cancellation and the task registry of `URLSessionManager`.
@@ -28,9 +28,12 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         let fractions = LockedBox<[Double]>([])
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/bytes/300000")), downloadProgress: { progress in
-                fractions.write { $0.append(progress.fractionCompleted) }
-            }) { done(($0, $1, $2)) }
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/bytes/300000")),
+                downloadProgress: { progress in
+                    fractions.write { $0.append(progress.fractionCompleted) }
+                }
+            ) { done(($0, $1, $2)) }
             manager.resume(task)
         }
         // The default JSON serializer refuses octet-stream: the body still arrived in full.
@@ -46,9 +49,12 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         manager.responseSerializer = HTTPResponseSerializer()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/stream-bytes/100000?chunk_size=777")), completionHandler: {
-                done(($0, $1, $2))
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/stream-bytes/100000?chunk_size=777")),
+                    completionHandler: {
+                        done(($0, $1, $2))
+                    }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(outcome.object as? Data, ByteGenerator.bytes(count: 100_000))
@@ -57,7 +63,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testGzipBodyIsDecoded() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/gzip")), completionHandler: { done(($0, $1, $2)) }))
+            manager.resume(
+                manager.dataTask(with: URLRequest(url: server.url("/gzip")), completionHandler: { done(($0, $1, $2)) }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(try echo(outcome.object)["gzipped"] as? Bool, true)
@@ -70,9 +77,12 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let body = Data(repeating: 7, count: 1_000_000)
         let last = LockedBox<Double>(0)
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.uploadTask(with: post("/post"), from: body, progress: { progress in
-                last.wrappedValue = progress.fractionCompleted
-            }) { done(($0, $1, $2)) }
+            let task = manager.uploadTask(
+                with: post("/post"), from: body,
+                progress: { progress in
+                    last.wrappedValue = progress.fractionCompleted
+                }
+            ) { done(($0, $1, $2)) }
             manager.resume(task)
         }
         XCTAssertNil(outcome.error)
@@ -89,7 +99,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: file) }
         let progress = LockedBox<Progress?>(nil)
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.uploadTask(with: post("/post"), fromFile: file, progress: { progress.wrappedValue = $0 }) {
+            let task = manager.uploadTask(with: post("/post"), fromFile: file, progress: { progress.wrappedValue = $0 })
+            {
                 done(($0, $1, $2))
             }
             XCTAssertEqual(manager.uploadTasks.count, 1)
@@ -104,7 +115,9 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testUploadFromMissingFileFailsWithClearError() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: post("/post"), fromFile: temporaryFile("missing"), completionHandler: { done(($0, $1, $2)) }))
+            manager.resume(
+                manager.uploadTask(
+                    with: post("/post"), fromFile: temporaryFile("missing"), completionHandler: { done(($0, $1, $2)) }))
         }
         let error = try XCTUnwrap(outcome.error as NSError?)
         XCTAssertEqual(error.domain, SessionKitError.requestSerializationDomain)
@@ -132,9 +145,11 @@ final class URLSessionManagerTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: destination) }
         let last = LockedBox<Double>(0)
         let outcome: FileOutcome = try await awaitCallback { done in
-            let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/500000?seed=3")),
-                                            progress: { last.wrappedValue = $0.fractionCompleted },
-                                            destination: { _, _ in destination }) { done(($0, $1, $2)) }
+            let task = manager.downloadTask(
+                with: URLRequest(url: server.url("/bytes/500000?seed=3")),
+                progress: { last.wrappedValue = $0.fractionCompleted },
+                destination: { _, _ in destination }
+            ) { done(($0, $1, $2)) }
             XCTAssertEqual(manager.downloadTasks.count, 1)
             XCTAssertTrue(task is URLSessionDownloadTask)
             manager.resume(task)
@@ -151,8 +166,11 @@ final class URLSessionManagerTests: LoopbackTestCase {
         try Data("already here".utf8).write(to: destination)
         defer { try? FileManager.default.removeItem(at: destination) }
         let outcome: FileOutcome = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/10")),
-                                                destination: { _, _ in destination }) { done(($0, $1, $2)) })
+            manager.resume(
+                manager.downloadTask(
+                    with: URLRequest(url: server.url("/bytes/10")),
+                    destination: { _, _ in destination }
+                ) { done(($0, $1, $2)) })
         }
         let error = try XCTUnwrap(outcome.error as NSError?)
         XCTAssertEqual(error.domain, SessionKitError.sessionDomain)
@@ -167,7 +185,9 @@ final class URLSessionManagerTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: destination) }
         manager.downloadTaskDidFinishDownloading = { _, _, _ in destination }
         let outcome: FileOutcome = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/1000")), completionHandler: { done(($0, $1, $2)) }))
+            manager.resume(
+                manager.downloadTask(
+                    with: URLRequest(url: server.url("/bytes/1000")), completionHandler: { done(($0, $1, $2)) }))
         }
         XCTAssertNil(outcome.error)
         XCTAssertEqual(outcome.fileURL, destination)
@@ -178,10 +198,12 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         let counter = CallCounter()
         let outcome: FileOutcome = try await awaitCallback { done in
-            let task = manager.downloadTask(withResumeData: Data("not resume data".utf8), completionHandler: { response, url, error in
-                counter.increment()
-                done((response, url, error))
-            })
+            let task = manager.downloadTask(
+                withResumeData: Data("not resume data".utf8),
+                completionHandler: { response, url, error in
+                    counter.increment()
+                    done((response, url, error))
+                })
             manager.resume(task)
         }
         let error = try XCTUnwrap(outcome.error as NSError?)
@@ -196,7 +218,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testCancelGivesURLErrorCancelled() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
             manager.resume(task)
             DispatchQueue(label: "test.cancel").asyncAfter(deadline: .now() + 0.2) { task.cancel() }
         }
@@ -207,7 +230,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testCancellingTheProgressCancelsTheTask() async throws {
         let manager = makeManager()
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/delay/5")), completionHandler: { done(($0, $1, $2)) })
             manager.resume(task)
             manager.downloadProgress(for: task)?.cancel()
         }
@@ -228,7 +252,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
         ]
         defer { observers.forEach(NotificationCenter.default.removeObserver) }
         let completion = OnceBox<Outcome>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { completion.resolve(($0, $1, $2)) })
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/get")), completionHandler: { completion.resolve(($0, $1, $2)) })
         let progress = try XCTUnwrap(manager.downloadProgress(for: task))
         progress.pause()
         try await suspendedOnce.value(timeout: 10, file: #filePath, line: #line)
@@ -248,7 +273,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager(transport: .foundation)
         for _ in 0..<5 {
             let outcome: Outcome = try await awaitCallback { done in
-                let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
+                let task = manager.dataTask(
+                    with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
                 manager.resume(task)
                 for _ in 0..<20 {
                     XCTAssertFalse(manager.suspend(task))
@@ -265,7 +291,8 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let manager = makeManager()
         weak var weakTask: URLSessionTask?
         let outcome: Outcome = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/get")), completionHandler: { done(($0, $1, $2)) })
             weakTask = task
             XCTAssertEqual(manager.tasks.map(\.taskIdentifier), [task.taskIdentifier])
             XCTAssertEqual(manager.dataTasks.count, 1)
@@ -287,14 +314,17 @@ final class URLSessionManagerTests: LoopbackTestCase {
         let finished = CallCounter()
         let allDone = OnceBox<Void>()
         for index in 0..<total {
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get?i=\(index)")), completionHandler: { _, object, error in
-                if error != nil || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index) {
-                    failures.increment()
-                }
-                counts.write { $0[index, default: 0] += 1 }
-                finished.increment()
-                if finished.count == total { allDone.resolve(()) }
-            })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/get?i=\(index)")),
+                completionHandler: { _, object, error in
+                    if error != nil || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index)
+                    {
+                        failures.increment()
+                    }
+                    counts.write { $0[index, default: 0] += 1 }
+                    finished.increment()
+                    if finished.count == total { allDone.resolve(()) }
+                })
             manager.resume(task)
         }
         try await allDone.value(timeout: 120, file: #filePath, line: #line)
@@ -316,9 +346,12 @@ final class URLSessionManagerTests: LoopbackTestCase {
         manager.completionQueue = queue
         manager.completionGroup = group
         let onQueue: Bool = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, _ in
-                done(DispatchQueue.getSpecific(key: key) == "mine")
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/get")),
+                    completionHandler: { _, _, _ in
+                        done(DispatchQueue.getSpecific(key: key) == "mine")
+                    }))
         }
         XCTAssertTrue(onQueue)
         let _: Void = try await awaitCallback { done in group.notify(queue: queue) { done(()) } }
@@ -327,9 +360,11 @@ final class URLSessionManagerTests: LoopbackTestCase {
     func testDefaultCompletionQueueIsNotTheMainQueue() async throws {
         let manager = makeManager()
         let onMain: Bool = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, _ in done(Thread.isMainThread) }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/get")),
+                    completionHandler: { _, _, _ in done(Thread.isMainThread) }))
         }
         XCTAssertFalse(onMain)
     }
 }
-

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// HTTP authentication challenges on both transports: a 401 (or 407) that names a scheme reaches the manager's
@@ -22,13 +22,18 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         return try await run(manager, request, timeout: timeout)
     }
 
-    private func run(_ manager: URLSessionManager, _ request: URLRequest, timeout: TimeInterval = 20) async throws -> Outcome {
+    private func run(
+        _ manager: URLSessionManager, _ request: URLRequest, timeout: TimeInterval = 20
+    ) async throws -> Outcome {
         let completions = CallCounter()
         let outcome: Outcome = try await awaitCallback(timeout: timeout) { done in
-            manager.dataTask(with: request, completionHandler: { response, object, error in
-                completions.increment()
-                done(Outcome(response: response as? HTTPURLResponse, object: object, error: error))
-            }).resume()
+            manager.dataTask(
+                with: request,
+                completionHandler: { response, object, error in
+                    completions.increment()
+                    done(Outcome(response: response as? HTTPURLResponse, object: object, error: error))
+                }
+            ).resume()
         }
         try await Task.sleep(nanoseconds: 50_000_000)
         XCTAssertEqual(completions.count, 1, "exactly one completion")
@@ -36,16 +41,20 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
     }
 
     /// Asserts that `outcome` is the 401 (or `status`) delivered as the result: -1011 with the response.
-    private func assertDeliveredChallenge(_ outcome: Outcome, status: Int = 401, file: StaticString = #filePath,
-                                          line: UInt = #line) {
+    private func assertDeliveredChallenge(
+        _ outcome: Outcome, status: Int = 401, file: StaticString = #filePath,
+        line: UInt = #line
+    ) {
         XCTAssertEqual(outcome.response?.statusCode, status, file: file, line: line)
         let error = outcome.error as NSError?
-        XCTAssertEqual(error?.domain, SessionKitError.responseSerializationDomain, "\(String(describing: error))",
-                       file: file, line: line)
+        XCTAssertEqual(
+            error?.domain, SessionKitError.responseSerializationDomain, "\(String(describing: error))",
+            file: file, line: line)
         XCTAssertEqual(error?.code, URLError.badServerResponse.rawValue, file: file, line: line)
         let failing = error?.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse
         XCTAssertEqual(failing?.statusCode, status, "the error carries the response", file: file, line: line)
-        XCTAssertNotNil(error?.userInfo[SessionKitError.failingURLResponseDataKey], "and its body", file: file, line: line)
+        XCTAssertNotNil(
+            error?.userInfo[SessionKitError.failingURLResponseDataKey], "and its body", file: file, line: line)
     }
 
     // MARK: - The hang, and the default handling
@@ -69,7 +78,8 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         let outcome = try await run(manager, "/auth-redirect-to/user/pass")
         assertDeliveredChallenge(outcome)
         let body = (outcome.error as NSError?)?.userInfo[SessionKitError.failingURLResponseDataKey] as? Data
-        XCTAssertEqual(try JSONSerialization.jsonObject(with: body ?? Data()) as? [String: Bool], ["authenticated": false])
+        XCTAssertEqual(
+            try JSONSerialization.jsonObject(with: body ?? Data()) as? [String: Bool], ["authenticated": false])
         XCTAssertEqual(challenges.count, 1)
         XCTAssertEqual(server.requests.count, 1)
     }
@@ -117,12 +127,14 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         XCTAssertEqual((outcome.object as? [String: Any])?["authenticated"] as? Bool, true)
         XCTAssertEqual(server.requests.count, 2)
         XCTAssertNil(server.requests.first?.header("Authorization"))
-        XCTAssertEqual(server.requests.last?.header("Authorization"), "Basic " + Data("user:pass".utf8).base64EncodedString())
+        XCTAssertEqual(
+            server.requests.last?.header("Authorization"), "Basic " + Data("user:pass".utf8).base64EncodedString())
     }
 
     func testUseCredentialAnswersDigest() async throws {
-        try XCTSkipIf(LoopbackTestCase.testTransport == .foundation,
-                      "URLSession on Linux raises no challenge for a Digest field with qop, nonce and opaque")
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport == .foundation,
+            "URLSession on Linux raises no challenge for a Digest field with qop, nonce and opaque")
         let manager = makeManager(timeout: 5)
         let challenges = LockedBox<[String]>([])
         manager.taskDidReceiveAuthenticationChallenge = { _, _, challenge in
@@ -174,8 +186,9 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
 
     func testDefaultHandlingUsesTheConfigurationsCredentialStorage() async throws {
         let storage = URLCredentialStorage()
-        let space = URLProtectionSpace(host: "127.0.0.1", port: server.port, protocol: "http", realm: "Fake Realm",
-                                       authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        let space = URLProtectionSpace(
+            host: "127.0.0.1", port: server.port, protocol: "http", realm: "Fake Realm",
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
         let stored = URLCredential(user: "stored", password: "secret", persistence: .forSession)
         storage.set(stored, for: space)
         let configuration = URLSessionConfiguration.ephemeral
@@ -207,13 +220,15 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         }
         let outcome = try await run(manager, "/basic-auth/user/pass")
         assertDeliveredChallenge(outcome)
-        XCTAssertEqual(counts.wrappedValue, [0, 1, 2], "the failure count goes up, then the closure is not asked again")
+        XCTAssertEqual(
+            counts.wrappedValue, [0, 1, 2], "the failure count goes up, then the closure is not asked again")
         XCTAssertEqual(server.requests.count, 4, "the first request and three answers")
     }
 
     func testACredentialIsNeverSentToAnotherOriginAfterARedirect() async throws {
-        try XCTSkipIf(LoopbackTestCase.testTransport == .foundation,
-                      "URLSession on Linux sends the authenticated request again on every redirect (-1007)")
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport == .foundation,
+            "URLSession on Linux sends the authenticated request again on every redirect (-1007)")
         let other = try await LoopbackServer.start()
         defer { Task { try? await other.shutdown() } }
         let manager = makeManager(timeout: 5)
@@ -221,7 +236,8 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
             (.useCredential, URLCredential(user: "user", password: "pass", persistence: .forSession))
         }
         let target = other.url("/headers").absoluteString
-        let outcome = try await run(manager, "/auth-redirect-to/user/pass?url=\(HTTPRequestSerializer.percentEscapedString(target))")
+        let outcome = try await run(
+            manager, "/auth-redirect-to/user/pass?url=\(HTTPRequestSerializer.percentEscapedString(target))")
         XCTAssertNil(outcome.error, "\(String(describing: outcome.error))")
         XCTAssertEqual(outcome.response?.url?.port, other.port)
         XCTAssertEqual(other.requests.count, 1)
@@ -230,11 +246,14 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
     }
 
     func testProxyChallengeIsAnsweredWithProxyCredentials() async throws {
-        try XCTSkipIf(LoopbackTestCase.testTransport != .curl,
-                      "URLSession on Linux raises no proxy challenge: its 407 arrives as the response")
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "URLSession on Linux raises no proxy challenge: its 407 arrives as the response")
         // The loopback server plays the proxy (it serves absolute-form requests itself).
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.connectionProxyDictionary = ["HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port]
+        configuration.connectionProxyDictionary = [
+            "HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port,
+        ]
         let manager = HTTPSessionManager(sessionConfiguration: configuration)
         manager.transport = .curl
         let spaces = LockedBox<[URLProtectionSpace]>([])
@@ -242,7 +261,8 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
             spaces.write { $0.append(challenge.protectionSpace) }
             return (.useCredential, URLCredential(user: "proxy", password: "secret", persistence: .forSession))
         }
-        let outcome = try await run(manager, URLRequest(url: URL(string: "http://origin.invalid/proxy-auth/proxy/secret")!))
+        let outcome = try await run(
+            manager, URLRequest(url: URL(string: "http://origin.invalid/proxy-auth/proxy/secret")!))
         XCTAssertNil(outcome.error, "\(String(describing: outcome.error))")
         XCTAssertEqual(outcome.response?.statusCode, 200)
         let space = try XCTUnwrap(spaces.wrappedValue.first)
@@ -250,17 +270,21 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         XCTAssertEqual(space.host, "127.0.0.1")
         XCTAssertEqual(space.port, server.port)
         XCTAssertEqual(server.requests.count, 2)
-        XCTAssertEqual(server.requests.last?.header("Proxy-Authorization"),
-                       "Basic " + Data("proxy:secret".utf8).base64EncodedString())
+        XCTAssertEqual(
+            server.requests.last?.header("Proxy-Authorization"),
+            "Basic " + Data("proxy:secret".utf8).base64EncodedString())
         XCTAssertNil(server.requests.last?.header("Authorization"))
     }
 
     func testAnUnansweredProxyChallengeDeliversThe407() async throws {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.connectionProxyDictionary = ["HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port]
+        configuration.connectionProxyDictionary = [
+            "HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port,
+        ]
         let manager = HTTPSessionManager(sessionConfiguration: configuration)
         manager.transport = .curl
-        let outcome = try await run(manager, URLRequest(url: URL(string: "http://origin.invalid/proxy-auth/proxy/secret")!))
+        let outcome = try await run(
+            manager, URLRequest(url: URL(string: "http://origin.invalid/proxy-auth/proxy/secret")!))
         assertDeliveredChallenge(outcome, status: 407)
     }
 
@@ -281,7 +305,8 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         XCTAssertEqual(authenticator.refreshes.wrappedValue, 1)
         let fresh = "Basic " + Data("user:fresh".utf8).base64EncodedString()
         let sent = server.requests.filter { $0.uri == "/basic-auth/user/fresh" }
-        XCTAssertEqual(sent.filter { $0.header("Authorization") == fresh }.count, 5, "each request succeeded once, fresh")
+        XCTAssertEqual(
+            sent.filter { $0.header("Authorization") == fresh }.count, 5, "each request succeeded once, fresh")
         // Requests adapted while the refresh ran waited for it instead of going out with the refused password.
         XCTAssertTrue((1...5).contains(sent.count - 5), "\(sent.count - 5) refused")
     }
@@ -329,7 +354,9 @@ final class BasicPasswordAuthenticator: Authenticator, @unchecked Sendable {
         return Password(value: freshPassword)
     }
 
-    func didRequest(_ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error) -> Bool {
+    func didRequest(
+        _ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error
+    ) -> Bool {
         response.statusCode == 401
     }
 

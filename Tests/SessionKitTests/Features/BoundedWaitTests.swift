@@ -4,14 +4,16 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// No task waits without a bound: whatever state it is in (paused, behind a slow reader, waiting for a redirect
 /// decision or a challenge's answer), the session's resource timeout ends it, with `URLError.timedOut`, once.
 final class BoundedWaitTests: LoopbackTestCase {
     /// A manager whose tasks may take `resource` seconds in all, with a generous request (idle) timeout.
-    private func makeManager(resource: TimeInterval, transport: Transport = LoopbackTestCase.testTransport) -> HTTPSessionManager {
+    private func makeManager(
+        resource: TimeInterval, transport: Transport = LoopbackTestCase.testTransport
+    ) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 30
         configuration.timeoutIntervalForResource = resource
@@ -22,8 +24,10 @@ final class BoundedWaitTests: LoopbackTestCase {
     }
 
     private func assertTimedOut(_ error: Error?, file: StaticString = #filePath, line: UInt = #line) {
-        XCTAssertEqual((error as NSError?)?.domain, NSURLErrorDomain, "\(String(describing: error))", file: file, line: line)
-        XCTAssertEqual((error as NSError?)?.code, NSURLErrorTimedOut, "\(String(describing: error))", file: file, line: line)
+        XCTAssertEqual(
+            (error as NSError?)?.domain, NSURLErrorDomain, "\(String(describing: error))", file: file, line: line)
+        XCTAssertEqual(
+            (error as NSError?)?.code, NSURLErrorTimedOut, "\(String(describing: error))", file: file, line: line)
     }
 
     func testAPausedTaskEndsAtTheResourceTimeout() async throws {
@@ -31,9 +35,11 @@ final class BoundedWaitTests: LoopbackTestCase {
         let manager = makeManager(resource: 2)
         let received = LockedBox<Int64>(0)
         let done = OnceBox<Error?>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/bytes/\(64 << 20)")), downloadProgress: { progress in
-            received.write { $0 = progress.completedUnitCount }
-        }, completionHandler: { _, _, error in done.resolve(error) })
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/bytes/\(64 << 20)")),
+            downloadProgress: { progress in
+                received.write { $0 = progress.completedUnitCount }
+            }, completionHandler: { _, _, error in done.resolve(error) })
         manager.resume(task)
         while received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
         XCTAssertTrue(manager.suspend(task))
@@ -62,34 +68,42 @@ final class BoundedWaitTests: LoopbackTestCase {
     }
 
     func testARedirectDecisionThatOutlastsTheResourceTimeoutEndsTheTask() async throws {
-        try XCTSkipIf(LoopbackTestCase.testTransport != .curl,
-                      "the closure would hold URLSession's delegate queue; the curl transport decides on its own queue")
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "the closure would hold URLSession's delegate queue; the curl transport decides on its own queue")
         let manager = makeManager(resource: 0.5)
         manager.taskWillPerformHTTPRedirection = { _, _, _, request in
             Thread.sleep(forTimeInterval: 0.8)  // a slow decision, bounded
             return request
         }
         let error: Error? = try await awaitCallback(timeout: 20) { done in
-            manager.dataTask(with: URLRequest(url: server.url("/redirect/1")), completionHandler: { _, _, error in
-                done(error)
-            }).resume()
+            manager.dataTask(
+                with: URLRequest(url: server.url("/redirect/1")),
+                completionHandler: { _, _, error in
+                    done(error)
+                }
+            ).resume()
         }
         assertTimedOut(error)
         XCTAssertEqual(server.requests.map(\.uri), ["/redirect/1"], "the redirect was not followed after the deadline")
     }
 
     func testAChallengeAnswerThatOutlastsTheResourceTimeoutEndsTheTask() async throws {
-        try XCTSkipIf(LoopbackTestCase.testTransport != .curl,
-                      "the closure would hold URLSession's delegate queue; the curl transport decides on its own queue")
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "the closure would hold URLSession's delegate queue; the curl transport decides on its own queue")
         let manager = makeManager(resource: 0.5)
         manager.taskDidReceiveAuthenticationChallenge = { _, _, _ in
             Thread.sleep(forTimeInterval: 0.8)  // a slow answer, bounded
             return (.useCredential, URLCredential(user: "user", password: "pass", persistence: .none))
         }
         let error: Error? = try await awaitCallback(timeout: 20) { done in
-            manager.dataTask(with: URLRequest(url: server.url("/basic-auth/user/pass")), completionHandler: { _, _, error in
-                done(error)
-            }).resume()
+            manager.dataTask(
+                with: URLRequest(url: server.url("/basic-auth/user/pass")),
+                completionHandler: { _, _, error in
+                    done(error)
+                }
+            ).resume()
         }
         assertTimedOut(error)
         XCTAssertEqual(server.requests.count, 1, "the answer came after the deadline: nothing more was sent")
@@ -99,9 +113,12 @@ final class BoundedWaitTests: LoopbackTestCase {
         // URLSession on Linux ignores `timeoutIntervalForResource`: on the Foundation transport the manager enforces it.
         let manager = makeManager(resource: 1)
         let error: Error? = try await awaitCallback(timeout: 20) { done in
-            manager.dataTask(with: URLRequest(url: server.url("/drip?numbytes=10&duration=8")), completionHandler: { _, _, error in
-                done(error)
-            }).resume()
+            manager.dataTask(
+                with: URLRequest(url: server.url("/drip?numbytes=10&duration=8")),
+                completionHandler: { _, _, error in
+                    done(error)
+                }
+            ).resume()
         }
         assertTimedOut(error)
     }

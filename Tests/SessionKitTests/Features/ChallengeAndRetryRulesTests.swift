@@ -2,7 +2,7 @@
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The rules behind challenges and retries, without I/O: what each disposition leads to, how a challenge header is
@@ -12,70 +12,98 @@ final class ChallengeAndRetryRulesTests: XCTestCase {
     private let stored = URLCredential(user: "stored", password: "p", persistence: .forSession)
 
     func testEveryDispositionHasOneAction() {
-        XCTAssertEqual(ChallengeResolver.action(for: .useCredential, credential: credential, proposed: stored), .retry(credential))
+        XCTAssertEqual(
+            ChallengeResolver.action(for: .useCredential, credential: credential, proposed: stored), .retry(credential))
         XCTAssertEqual(ChallengeResolver.action(for: .useCredential, credential: nil, proposed: stored), .retry(stored))
         XCTAssertEqual(ChallengeResolver.action(for: .useCredential, credential: nil, proposed: nil), .deliverResponse)
-        XCTAssertEqual(ChallengeResolver.action(for: .performDefaultHandling, credential: credential, proposed: nil),
-                       .deliverResponse, "the default handling ignores a credential it was not proposed")
-        XCTAssertEqual(ChallengeResolver.action(for: .performDefaultHandling, credential: nil, proposed: stored), .retry(stored))
-        XCTAssertEqual(ChallengeResolver.action(for: .rejectProtectionSpace, credential: credential, proposed: stored),
-                       .deliverResponse)
-        XCTAssertEqual(ChallengeResolver.action(for: .cancelAuthenticationChallenge, credential: credential, proposed: stored),
-                       .cancel)
+        XCTAssertEqual(
+            ChallengeResolver.action(for: .performDefaultHandling, credential: credential, proposed: nil),
+            .deliverResponse, "the default handling ignores a credential it was not proposed")
+        XCTAssertEqual(
+            ChallengeResolver.action(for: .performDefaultHandling, credential: nil, proposed: stored), .retry(stored))
+        XCTAssertEqual(
+            ChallengeResolver.action(for: .rejectProtectionSpace, credential: credential, proposed: stored),
+            .deliverResponse)
+        XCTAssertEqual(
+            ChallengeResolver.action(for: .cancelAuthenticationChallenge, credential: credential, proposed: stored),
+            .cancel)
     }
 
     func testAStoredCredentialIsFoundByTheFieldsOfItsSpaceAndProposedOnce() throws {
         let storage = URLCredentialStorage()
-        storage.set(stored, for: URLProtectionSpace(host: "h", port: 8080, protocol: "http", realm: "R",
-                                                    authenticationMethod: NSURLAuthenticationMethodHTTPBasic))
-        let space = URLProtectionSpace(host: "h", port: 8080, protocol: "http", realm: "R",
-                                       authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        storage.set(
+            stored,
+            for: URLProtectionSpace(
+                host: "h", port: 8080, protocol: "http", realm: "R",
+                authenticationMethod: NSURLAuthenticationMethodHTTPBasic))
+        let space = URLProtectionSpace(
+            host: "h", port: 8080, protocol: "http", realm: "R",
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
         func challenge(failures: Int) -> URLAuthenticationChallenge {
-            URLAuthenticationChallenge(protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
-                                       failureResponse: nil, error: nil, sender: ChallengeSender())
+            URLAuthenticationChallenge(
+                protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
+                failureResponse: nil, error: nil, sender: ChallengeSender())
         }
-        XCTAssertEqual(ChallengeResolver.proposingStoredCredential(challenge(failures: 0), from: storage).proposedCredential?.user,
-                       "stored")
-        XCTAssertNil(ChallengeResolver.proposingStoredCredential(challenge(failures: 1), from: storage).proposedCredential,
-                     "after a refusal the stored credential is not proposed again")
-        let otherRealm = URLProtectionSpace(host: "h", port: 8080, protocol: "http", realm: "Other",
-                                            authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
+        XCTAssertEqual(
+            ChallengeResolver.proposingStoredCredential(challenge(failures: 0), from: storage).proposedCredential?.user,
+            "stored")
+        XCTAssertNil(
+            ChallengeResolver.proposingStoredCredential(challenge(failures: 1), from: storage).proposedCredential,
+            "after a refusal the stored credential is not proposed again")
+        let otherRealm = URLProtectionSpace(
+            host: "h", port: 8080, protocol: "http", realm: "Other",
+            authenticationMethod: NSURLAuthenticationMethodHTTPBasic)
         XCTAssertNil(ChallengeResolver.storedCredential(for: otherRealm, in: storage))
     }
 
     func testChallengeHeadersAreParsed() throws {
-        let basic = try XCTUnwrap(AuthenticationChallengeHeader(fieldValue: "Basic realm=\"Fake Realm\"", isProxy: false))
+        let basic = try XCTUnwrap(
+            AuthenticationChallengeHeader(fieldValue: "Basic realm=\"Fake Realm\"", isProxy: false))
         XCTAssertEqual(basic.scheme, "Basic")
         XCTAssertEqual(basic.realm, "Fake Realm")
         XCTAssertEqual(basic.authenticationMethod, NSURLAuthenticationMethodHTTPBasic)
-        let digest = try XCTUnwrap(AuthenticationChallengeHeader(
-            fieldValue: "Digest qop=\"auth\", realm=\"a \\\"quoted\\\" realm\", nonce=abc", isProxy: true))
+        let digest = try XCTUnwrap(
+            AuthenticationChallengeHeader(
+                fieldValue: "Digest qop=\"auth\", realm=\"a \\\"quoted\\\" realm\", nonce=abc", isProxy: true))
         XCTAssertEqual(digest.realm, "a \"quoted\" realm")
         XCTAssertEqual(digest.authenticationMethod, NSURLAuthenticationMethodHTTPDigest)
         XCTAssertTrue(digest.isProxy)
         XCTAssertNil(try XCTUnwrap(AuthenticationChallengeHeader(fieldValue: "Bearer", isProxy: false)).realm)
-        XCTAssertEqual(AuthenticationChallengeHeader(fieldValue: "Bearer", isProxy: false)?.authenticationMethod,
-                       NSURLAuthenticationMethodDefault)
+        XCTAssertEqual(
+            AuthenticationChallengeHeader(fieldValue: "Bearer", isProxy: false)?.authenticationMethod,
+            NSURLAuthenticationMethodDefault)
         XCTAssertNil(AuthenticationChallengeHeader(fieldValue: "  ", isProxy: false))
         let url = try XCTUnwrap(URL(string: "http://example.com/x"))
-        let response = try XCTUnwrap(HTTPURLResponse(url: url, statusCode: 403, httpVersion: nil,
-                                                     headerFields: ["WWW-Authenticate": "Basic realm=x"]))
+        let response = try XCTUnwrap(
+            HTTPURLResponse(
+                url: url, statusCode: 403, httpVersion: nil,
+                headerFields: ["WWW-Authenticate": "Basic realm=x"]))
         XCTAssertNil(AuthenticationChallengeHeader(response: response), "only a 401 or 407 challenges")
     }
 
     func testRetryPolicyRetriesARetryableStatusWhateverErrorCameWithIt() throws {
         let policy = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0, retryableURLErrorCodes: [])
         let request = URLRequest(url: try XCTUnwrap(URL(string: "http://example.com/")))
-        let unavailable = HTTPURLResponse(url: try XCTUnwrap(request.url), statusCode: 503, httpVersion: nil, headerFields: nil)
-        let unauthorized = HTTPURLResponse(url: try XCTUnwrap(request.url), statusCode: 401, httpVersion: nil, headerFields: nil)
-        XCTAssertEqual(policy.decision(for: request, response: unavailable, retryCount: 0, error: URLError(.networkConnectionLost)),
-                       .retry, "a 503 whose body was cut is retried, as Alamofire retries it")
-        XCTAssertEqual(policy.decision(for: request, response: unavailable, retryCount: 2, error: URLError(.networkConnectionLost)),
-                       .doNotRetry, "within the limit")
-        XCTAssertEqual(policy.decision(for: request, response: unauthorized, retryCount: 0, error: URLError(.networkConnectionLost)),
-                       .doNotRetry)
-        XCTAssertEqual(RetryPolicy().decision(for: request, response: nil, retryCount: 0,
-                                              error: URLError(.serverCertificateHasBadDate)),
-                       .doNotRetry, "certificate refusals are not retried (a difference from Alamofire, on purpose)")
+        let unavailable = HTTPURLResponse(
+            url: try XCTUnwrap(request.url), statusCode: 503, httpVersion: nil, headerFields: nil)
+        let unauthorized = HTTPURLResponse(
+            url: try XCTUnwrap(request.url), statusCode: 401, httpVersion: nil, headerFields: nil)
+        XCTAssertEqual(
+            policy.decision(
+                for: request, response: unavailable, retryCount: 0, error: URLError(.networkConnectionLost)),
+            .retry, "a 503 whose body was cut is retried, as Alamofire retries it")
+        XCTAssertEqual(
+            policy.decision(
+                for: request, response: unavailable, retryCount: 2, error: URLError(.networkConnectionLost)),
+            .doNotRetry, "within the limit")
+        XCTAssertEqual(
+            policy.decision(
+                for: request, response: unauthorized, retryCount: 0, error: URLError(.networkConnectionLost)),
+            .doNotRetry)
+        XCTAssertEqual(
+            RetryPolicy().decision(
+                for: request, response: nil, retryCount: 0,
+                error: URLError(.serverCertificateHasBadDate)),
+            .doNotRetry, "certificate refusals are not retried (a difference from Alamofire, on purpose)")
     }
 }

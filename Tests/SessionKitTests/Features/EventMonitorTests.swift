@@ -5,7 +5,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Records the names of the events it sees, in order (consecutive data chunks as one `data`; timings left out,
@@ -35,7 +35,9 @@ final class RecordingMonitor: EventMonitor, @unchecked Sendable {
 
     func requestDidCreate(_ request: SessionRequest) { add("created") }
     func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest) { add("adapted") }
-    func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) { add("adaptFailed") }
+    func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error) {
+        add("adaptFailed")
+    }
     func request(_ request: SessionRequest, didCreateTask task: URLSessionTask) { add("taskCreated") }
     func request(_ request: SessionRequest, didResumeTask task: URLSessionTask) { add("resumed") }
     func request(_ request: SessionRequest, didSuspendTask task: URLSessionTask) { add("suspended") }
@@ -55,7 +57,9 @@ final class RecordingMonitor: EventMonitor, @unchecked Sendable {
         delays.write { $0.append(delay) }
         add("retrying")
     }
-    func requestDidFinish(_ request: SessionRequest, error: Error?) { add(error == nil ? "finished" : "finishedWithError") }
+    func requestDidFinish(_ request: SessionRequest, error: Error?) {
+        add(error == nil ? "finished" : "finishedWithError")
+    }
 }
 
 /// The order of events for success, failure, cancel, retry and redirect, and the logging monitor's redaction.
@@ -71,7 +75,8 @@ final class EventMonitorTests: LoopbackTestCase {
         let (manager, recorder) = monitored()
         _ = try await manager.get("/get")
         await recorder.flush()
-        XCTAssertEqual(recorder.events, ["created", "taskCreated", "resumed", "data", "taskCompleted", "serialized", "finished"])
+        XCTAssertEqual(
+            recorder.events, ["created", "taskCreated", "resumed", "data", "taskCompleted", "serialized", "finished"])
         XCTAssertEqual(recorder.timingsCount, LoopbackTestCase.testTransport == .curl ? 1 : 0)
     }
 
@@ -79,29 +84,39 @@ final class EventMonitorTests: LoopbackTestCase {
         let (manager, recorder) = monitored()
         _ = try? await manager.get("/status/404")
         await recorder.flush()
-        XCTAssertEqual(recorder.events, ["created", "taskCreated", "resumed", "taskCompleted", "serializationFailed", "finishedWithError"])
+        XCTAssertEqual(
+            recorder.events,
+            ["created", "taskCreated", "resumed", "taskCompleted", "serializationFailed", "finishedWithError"])
     }
 
     func testRetryWithAnAdapter() async throws {
         let (manager, recorder) = monitored()
-        manager.interceptor = Interceptor(adapt: { request, _ in request }, retry: { request, _ in
-            request.retryCount == 0 ? .retry : .doNotRetry
-        })
+        manager.interceptor = Interceptor(
+            adapt: { request, _ in request },
+            retry: { request, _ in
+                request.retryCount == 0 ? .retry : .doNotRetry
+            })
         _ = try await manager.get("/flaky/\(UUID().uuidString)?failures=1")
         await recorder.flush()
-        XCTAssertEqual(recorder.events, [
-            "created", "adapted", "taskCreated", "resumed", "data", "taskCompleted", "serializationFailed", "retrying",
-            "adapted", "taskCreated", "resumed", "data", "taskCompleted", "serialized", "finished",
-        ])
+        XCTAssertEqual(
+            recorder.events,
+            [
+                "created", "adapted", "taskCreated", "resumed", "data", "taskCompleted", "serializationFailed",
+                "retrying",
+                "adapted", "taskCreated", "resumed", "data", "taskCompleted", "serialized", "finished",
+            ])
     }
 
     func testRedirect() async throws {
         let (manager, recorder) = monitored()
         _ = try await manager.get("/redirect/2")
         await recorder.flush()
-        XCTAssertEqual(recorder.events, [
-            "created", "taskCreated", "resumed", "redirect", "redirect", "data", "taskCompleted", "serialized", "finished",
-        ])
+        XCTAssertEqual(
+            recorder.events,
+            [
+                "created", "taskCreated", "resumed", "redirect", "redirect", "data", "taskCompleted", "serialized",
+                "finished",
+            ])
         if LoopbackTestCase.testTransport == .curl {
             XCTAssertEqual(recorder.timingsCount, 3, "one transfer per redirect step")
         }
@@ -122,7 +137,8 @@ final class EventMonitorTests: LoopbackTestCase {
             XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(error)")
         }
         await recorder.flush()
-        XCTAssertEqual(recorder.events, ["created", "taskCreated", "resumed", "cancelled", "taskFailed", "finishedWithError"])
+        XCTAssertEqual(
+            recorder.events, ["created", "taskCreated", "resumed", "cancelled", "taskFailed", "finishedWithError"])
     }
 
     func testSuspendAndResumeOfALoadingRequest() async throws {
@@ -130,8 +146,9 @@ final class EventMonitorTests: LoopbackTestCase {
         let (manager, recorder) = monitored()
         let created = LockedBox<SessionRequest?>(nil)
         let running = Task {
-            try await manager.perform(URLRequest(url: server.url("/bytes/\(32 << 20)")),
-                                      responseSerializer: HTTPResponseSerializer(), onCreate: { created.wrappedValue = $0 })
+            try await manager.perform(
+                URLRequest(url: server.url("/bytes/\(32 << 20)")),
+                responseSerializer: HTTPResponseSerializer(), onCreate: { created.wrappedValue = $0 })
         }
         while !recorder.events.contains("data") {
             try await Task.sleep(nanoseconds: 5_000_000)
@@ -205,8 +222,10 @@ struct CapturingLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
-             function: String, line: UInt) {
+    func log(
+        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String, file: String,
+        function: String, line: UInt
+    ) {
         lines.write { $0.append("[\(level)] \(message)") }
     }
 }

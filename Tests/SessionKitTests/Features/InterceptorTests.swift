@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Adapters, retriers, the retry policy and the authentication interceptor, against the loopback server.
@@ -63,16 +63,19 @@ final class InterceptorTests: LoopbackTestCase {
         let manager = makeManager()
         manager.interceptor = Interceptor(adapt: { _, _ in throw URLError(.userAuthenticationRequired) })
         let error: Error? = try await awaitCallback { done in
-            manager.request("GET", "/get", success: { _, _ in done(nil) }, failure: { request, error in
-                XCTAssertNotNil(request)
-                done(error)
-            })
+            manager.request(
+                "GET", "/get", success: { _, _ in done(nil) },
+                failure: { request, error in
+                    XCTAssertNotNil(request)
+                    done(error)
+                })
         }
         XCTAssertEqual((error as? URLError)?.code, .userAuthenticationRequired)
         manager.interceptor = RetryPolicy(exponentialBackoffScale: 0.01)
         let retried: Int? = try await awaitCallback { done in
-            manager.request("GET", flakyPath(failures: 1), success: { request, result in done(result.retryCount) },
-                            failure: { _, _ in done(nil) })
+            manager.request(
+                "GET", flakyPath(failures: 1), success: { request, result in done(result.retryCount) },
+                failure: { _, _ in done(nil) })
         }
         XCTAssertEqual(retried, 1)
         XCTAssertEqual(server.requests.count, 2)
@@ -203,7 +206,8 @@ final class InterceptorTests: LoopbackTestCase {
 
     func testMissingCredentialSendsNothing() async throws {
         let manager = makeManager()
-        manager.interceptor = AuthenticationInterceptor<TokenAuthenticator>(authenticator: TokenAuthenticator(freshToken: "x"))
+        manager.interceptor = AuthenticationInterceptor<TokenAuthenticator>(
+            authenticator: TokenAuthenticator(freshToken: "x"))
         do {
             _ = try await manager.get("/bearer?token=x")
             XCTFail("no credential")
@@ -241,7 +245,9 @@ final class TokenAuthenticator: Authenticator, @unchecked Sendable {
         return Token(value: freshToken)
     }
 
-    func didRequest(_ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error) -> Bool {
+    func didRequest(
+        _ request: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: Error
+    ) -> Bool {
         response.statusCode == 401
     }
 

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `NetworkReachabilityManager` against a network namespace the test creates: a veth pair brought up and down with
@@ -39,8 +39,9 @@ final class ReachabilityTests: XCTestCase {
     /// Runs `ip` with `arguments` to its end, without blocking a thread; returns its exit status.
     private func ip(_ arguments: [String]) async throws -> Int32 {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
-            ? "/usr/sbin/ip" : "/sbin/ip")
+        process.executableURL = URL(
+            fileURLWithPath: FileManager.default.isExecutableFile(atPath: "/usr/sbin/ip")
+                ? "/usr/sbin/ip" : "/sbin/ip")
         process.arguments = arguments
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
@@ -84,7 +85,8 @@ final class ReachabilityTests: XCTestCase {
         let updates = LockedBox<[NetworkReachabilityManager.Status]>([])
         let notified = LockedBox(0)
         let observer = NotificationCenter.default.addObserver(
-            forName: .sessionKitReachabilityDidChange, object: network, queue: nil) { _ in notified.write { $0 += 1 } }
+            forName: .sessionKitReachabilityDidChange, object: network, queue: nil
+        ) { _ in notified.write { $0 += 1 } }
         defer { NotificationCenter.default.removeObserver(observer) }
         XCTAssertTrue(network.startListening { status in updates.write { $0.append(status) } })
         XCTAssertFalse(network.startListening { _ in }, "one listener at a time")
@@ -110,6 +112,7 @@ final class ReachabilityTests: XCTestCase {
     }
 
     func testAMissingNamespaceGivesNoManager() {
-        XCTAssertNil(NetworkReachabilityManager(host: nil, networkNamespace: "/var/run/netns/does-not-exist-\(getpid())"))
+        XCTAssertNil(
+            NetworkReachabilityManager(host: nil, networkNamespace: "/var/run/netns/does-not-exist-\(getpid())"))
     }
 }

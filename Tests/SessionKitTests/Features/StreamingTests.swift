@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// Streamed bodies: in order and complete, back-pressure towards a slow reader, cancellation by the reader.
@@ -104,9 +104,10 @@ final class StreamingTests: LoopbackTestCase {
         let manager = makeManager()
         let body = LockedBox(Data())
         let outcome: (URLResponse?, Error?) = try await awaitCallback { done in
-            let task = manager.streamTask(with: URLRequest(url: server.url("/stream-bytes/500000?chunk_size=7000")),
-                                          chunk: { chunk in body.write { $0.append(chunk) } },
-                                          completion: { response, error in done((response, error)) })
+            let task = manager.streamTask(
+                with: URLRequest(url: server.url("/stream-bytes/500000?chunk_size=7000")),
+                chunk: { chunk in body.write { $0.append(chunk) } },
+                completion: { response, error in done((response, error)) })
             manager.resume(task)
         }
         XCTAssertNil(outcome.1)

@@ -40,7 +40,9 @@ final class SecurityPolicyTests: XCTestCase {
         XCTAssertThrowsError(try Certificate(der: Data()))
         XCTAssertThrowsError(try Certificate(der: Data("not a certificate".utf8)))
         XCTAssertThrowsError(try Certificate(der: leaf.prefix(leaf.count / 2)))
-        XCTAssertThrowsError(try Certificate.certificates(fromPEM: Data("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".utf8)))
+        XCTAssertThrowsError(
+            try Certificate.certificates(
+                fromPEM: Data("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".utf8)))
         for length in stride(from: 1, to: leaf.count, by: 97) {
             var damaged = leaf
             damaged[length] ^= 0xFF
@@ -62,15 +64,21 @@ final class SecurityPolicyTests: XCTestCase {
         XCTAssertTrue(policy.evaluate(trust(chain), forDomain: "127.0.0.1"))
         XCTAssertFalse(policy.evaluate(trust(chain), forDomain: "wrong.example"), "domain mismatch")
         XCTAssertFalse(policy.evaluate(trust([leaf]), forDomain: "localhost"), "a server that omits its intermediate")
-        XCTAssertFalse(policy.evaluate(trust(chain, system: true), forDomain: "localhost"), "the test root is not a system root")
+        XCTAssertFalse(
+            policy.evaluate(trust(chain, system: true), forDomain: "localhost"), "the test root is not a system root")
         XCTAssertFalse(policy.evaluate(trust([selfSigned]), forDomain: "localhost"))
         XCTAssertFalse(policy.evaluate(trust([untrustedLeaf, untrustedRoot]), forDomain: "localhost"))
-        XCTAssertFalse(policy.evaluate(trust(chain, date: Date().addingTimeInterval(86_400 * 365 * 20)), forDomain: "localhost"), "expired")
-        XCTAssertFalse(policy.evaluate(trust(chain, date: Date().addingTimeInterval(-86_400 * 30)), forDomain: "localhost"), "not yet valid")
+        XCTAssertFalse(
+            policy.evaluate(trust(chain, date: Date().addingTimeInterval(86_400 * 365 * 20)), forDomain: "localhost"),
+            "expired")
+        XCTAssertFalse(
+            policy.evaluate(trust(chain, date: Date().addingTimeInterval(-86_400 * 30)), forDomain: "localhost"),
+            "not yet valid")
         XCTAssertTrue(policy.evaluate(trust([wildcard, intermediate]), forDomain: "api.example.test"))
         XCTAssertFalse(policy.evaluate(trust([wildcard, intermediate]), forDomain: "deep.api.example.test"))
         policy.validatesDomainName = false
-        XCTAssertTrue(policy.evaluate(trust([wrongHost, intermediate]), forDomain: "localhost"), "only the chain is checked")
+        XCTAssertTrue(
+            policy.evaluate(trust([wrongHost, intermediate]), forDomain: "localhost"), "only the chain is checked")
         policy.allowInvalidCertificates = true
         XCTAssertTrue(policy.evaluate(trust([selfSigned]), forDomain: "localhost"))
     }
@@ -83,9 +91,13 @@ final class SecurityPolicyTests: XCTestCase {
     }
 
     func testCertificatePinning() {
-        for (pin, expected) in [(leaf, true), (intermediate, true), (root, true), (untrustedRoot, false), (selfSigned, false)] {
+        for (pin, expected) in [
+            (leaf, true), (intermediate, true), (root, true), (untrustedRoot, false), (selfSigned, false),
+        ] {
             let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [pin])
-            XCTAssertEqual(policy.evaluate(trust(chain), forDomain: "localhost"), expected, "pin \(try! Certificate(der: pin).subject)")
+            XCTAssertEqual(
+                policy.evaluate(trust(chain), forDomain: "localhost"), expected,
+                "pin \(try! Certificate(der: pin).subject)")
         }
         // A self-signed server pinned exactly: untrusted by the anchors, so invalid certificates must be allowed.
         let selfPinned = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [selfSigned])
@@ -93,7 +105,9 @@ final class SecurityPolicyTests: XCTestCase {
         selfPinned.allowInvalidCertificates = true
         XCTAssertTrue(selfPinned.evaluate(trust([selfSigned]), forDomain: "localhost"))
         XCTAssertFalse(selfPinned.evaluate(trust([selfSigned]), forDomain: "wrong.example"), "the domain still counts")
-        XCTAssertFalse(SecurityPolicy(pinningMode: .certificate, pinnedCertificates: []).evaluate(trust(chain), forDomain: "localhost"))
+        XCTAssertFalse(
+            SecurityPolicy(pinningMode: .certificate, pinnedCertificates: []).evaluate(
+                trust(chain), forDomain: "localhost"))
     }
 
     func testPublicKeyPinningAndHashes() throws {
@@ -102,11 +116,16 @@ final class SecurityPolicyTests: XCTestCase {
         let unrelatedPin = try Certificate(der: untrustedRoot).publicKeyPin
         XCTAssertTrue(SecurityPolicy(pinnedPublicKeyHashes: [leafPin]).evaluate(trust(chain), forDomain: "localhost"))
         XCTAssertTrue(SecurityPolicy(pinnedPublicKeyHashes: [rootPin]).evaluate(trust(chain), forDomain: "localhost"))
-        XCTAssertTrue(SecurityPolicy(pinnedPublicKeyHashes: [unrelatedPin, leafPin]).evaluate(trust(chain), forDomain: "localhost"),
-                      "a backup pin next to the current one")
-        XCTAssertFalse(SecurityPolicy(pinnedPublicKeyHashes: [unrelatedPin]).evaluate(trust(chain), forDomain: "localhost"))
-        XCTAssertFalse(SecurityPolicy(pinnedPublicKeyHashes: []).evaluate(trust(chain), forDomain: "localhost"), "empty pin set")
-        XCTAssertFalse(SecurityPolicy(pinnedPublicKeyHashes: [leafPin]).evaluate(trust(chain), forDomain: "wrong.example"))
+        XCTAssertTrue(
+            SecurityPolicy(pinnedPublicKeyHashes: [unrelatedPin, leafPin]).evaluate(
+                trust(chain), forDomain: "localhost"),
+            "a backup pin next to the current one")
+        XCTAssertFalse(
+            SecurityPolicy(pinnedPublicKeyHashes: [unrelatedPin]).evaluate(trust(chain), forDomain: "localhost"))
+        XCTAssertFalse(
+            SecurityPolicy(pinnedPublicKeyHashes: []).evaluate(trust(chain), forDomain: "localhost"), "empty pin set")
+        XCTAssertFalse(
+            SecurityPolicy(pinnedPublicKeyHashes: [leafPin]).evaluate(trust(chain), forDomain: "wrong.example"))
         let byCertificate = SecurityPolicy(pinningMode: .publicKey, pinnedCertificates: [intermediate])
         XCTAssertTrue(byCertificate.evaluate(trust(chain), forDomain: "localhost"))
     }
@@ -151,7 +170,10 @@ final class SecurityPolicyTests: XCTestCase {
                                 expected = hasPins && pinInChain && (mode == .publicKey || trusted)
                             }
                             let actual = policy.evaluate(trust(chain), forDomain: domain)
-                            XCTAssertEqual(actual, expected, "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) pin \(pin) domain \(domain ?? "nil")")
+                            XCTAssertEqual(
+                                actual, expected,
+                                "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) pin \(pin) domain \(domain ?? "nil")"
+                            )
                             checked += 1
                         }
                     }

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `SecurityPolicy(trustingRootCertificates:)`: a private CA as the only anchors, the domain checked, no
@@ -26,20 +26,26 @@ final class TrustedRootsTests: XCTestCase {
         XCTAssertFalse(policy.allowInvalidCertificates)
         XCTAssertTrue(policy.evaluate(systemTrust(chain), forDomain: "localhost"))
         XCTAssertFalse(policy.evaluate(systemTrust(chain), forDomain: "wrong.example"), "the domain is checked")
-        XCTAssertFalse(policy.evaluate(systemTrust([try der("untrusted-leaf"), try der("untrusted-root")]),
-                                       forDomain: "localhost"), "another root is not trusted")
+        XCTAssertFalse(
+            policy.evaluate(
+                systemTrust([try der("untrusted-leaf"), try der("untrusted-root")]),
+                forDomain: "localhost"), "another root is not trusted")
         XCTAssertFalse(policy.evaluate(systemTrust([try der("self-signed")]), forDomain: "localhost"))
-        XCTAssertFalse(policy.evaluate(systemTrust(chain, date: Date().addingTimeInterval(86_400 * 365 * 20)),
-                                       forDomain: "localhost"), "expired")
+        XCTAssertFalse(
+            policy.evaluate(
+                systemTrust(chain, date: Date().addingTimeInterval(86_400 * 365 * 20)),
+                forDomain: "localhost"), "expired")
     }
 
     func testPEMRootsAreAcceptedAndAnEmptySetTrustsNothing() throws {
         let pem = try Data(contentsOf: TestCertificates.rootCAFile)
         let chain = [try der("intermediate-localhost"), try der("intermediate-ca")]
-        XCTAssertTrue(SecurityPolicy(trustingRootCertificates: [pem]).evaluate(systemTrust(chain), forDomain: "localhost"))
+        XCTAssertTrue(
+            SecurityPolicy(trustingRootCertificates: [pem]).evaluate(systemTrust(chain), forDomain: "localhost"))
         XCTAssertEqual(SecurityPolicy(trustingRootCertificates: [pem]).trustedRootCertificates, [try der("root-ca")])
         XCTAssertNil(SecurityPolicy.default.trustedRootCertificates)
-        XCTAssertFalse(SecurityPolicy(trustingRootCertificates: []).evaluate(systemTrust(chain), forDomain: "localhost"))
+        XCTAssertFalse(
+            SecurityPolicy(trustingRootCertificates: []).evaluate(systemTrust(chain), forDomain: "localhost"))
     }
 
     func testArchiveAndCopyKeepTheRoots() throws {

@@ -3,7 +3,7 @@ import SessionKit
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `URLRequest.curlDescription`: the command line and its quoting.
@@ -11,8 +11,9 @@ final class CURLDescriptionTests: XCTestCase {
     func testMethodHeadersBodyAndQuoting() throws {
         let serializer = JSONRequestSerializer()
         serializer.setValue("it's \"quoted\" $HOME `x`", forHTTPHeaderField: "X-Odd")
-        let request = try serializer.request(withMethod: "POST", urlString: "http://127.0.0.1:8080/users?a=1&b=2",
-                                             parameters: ["name": "O'Brien"])
+        let request = try serializer.request(
+            withMethod: "POST", urlString: "http://127.0.0.1:8080/users?a=1&b=2",
+            parameters: ["name": "O'Brien"])
         let line = request.curlDescription()
         XCTAssertTrue(line.hasPrefix("curl -X 'POST' 'http://127.0.0.1:8080/users?a=1&b=2'"), line)
         XCTAssertTrue(line.contains(#"-H 'X-Odd: it'\''s "quoted" $HOME `x`'"#), line)
@@ -23,12 +24,14 @@ final class CURLDescriptionTests: XCTestCase {
     func testCookiesFileBodyPinsAndHead() throws {
         let storage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.curl.tests")
         let url = URL(string: "https://api.example.test/v1")!
-        let cookie = try XCTUnwrap(HTTPCookie(properties: [.domain: "api.example.test", .path: "/", .name: "session", .value: "abc"]))
+        let cookie = try XCTUnwrap(
+            HTTPCookie(properties: [.domain: "api.example.test", .path: "/", .name: "session", .value: "abc"]))
         storage.setCookie(cookie)
         var request = URLRequest(url: url)
         request.httpMethod = "PUT"
         let policy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/BBBB", "sha256/AAAA"])
-        let line = request.curlDescription(cookies: storage, policy: policy, bodyFile: URL(fileURLWithPath: "/tmp/body file.bin"))
+        let line = request.curlDescription(
+            cookies: storage, policy: policy, bodyFile: URL(fileURLWithPath: "/tmp/body file.bin"))
         XCTAssertTrue(line.contains("-b 'session=<redacted>'"), line)
         XCTAssertFalse(line.contains("abc"), line)
         XCTAssertTrue(request.curlDescription(cookies: storage, includingSecrets: true).contains("-b 'session=abc'"))
@@ -77,12 +80,15 @@ final class CURLDescriptionTests: XCTestCase {
 /// The command line, run by a real shell and curl against the loopback server, sends what the request would.
 final class CURLDescriptionLiveTests: LoopbackTestCase {
     func testTheCommandSendsTheSameRequest() async throws {
-        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else { throw XCTSkip("no curl command here") }
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/curl") else {
+            throw XCTSkip("no curl command here")
+        }
         let serializer = JSONRequestSerializer()
         serializer.setValue("it's \"quoted\" $HOME `x` \\ end", forHTTPHeaderField: "X-Odd")
         serializer.setAuthorizationHeaderField(username: "ada", password: "it's secret")
-        let request = try serializer.request(withMethod: "PATCH", urlString: server.url("/anything/a?b=1&c=2").absoluteString,
-                                             parameters: ["name": "O'Brien $USER"])
+        let request = try serializer.request(
+            withMethod: "PATCH", urlString: server.url("/anything/a?b=1&c=2").absoluteString,
+            parameters: ["name": "O'Brien $USER"])
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
         XCTAssertFalse(request.curlDescription().contains("YWRh"), "the credentials are redacted by default")

@@ -3,7 +3,7 @@ import SessionKit
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// AFNetworking's query and form encoding, headers and request properties; pure, no network.
@@ -30,8 +30,9 @@ final class HTTPRequestSerializerTests: XCTestCase {
 
     func testPercentEscapingKeepsQuestionMarkAndSlash() {
         XCTAssertEqual(HTTPRequestSerializer.percentEscapedString("a b/c?d"), "a%20b/c?d")
-        XCTAssertEqual(HTTPRequestSerializer.percentEscapedString(":#[]@!$&'()*+,;="),
-                       "%3A%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D")
+        XCTAssertEqual(
+            HTTPRequestSerializer.percentEscapedString(":#[]@!$&'()*+,;="),
+            "%3A%23%5B%5D%40%21%24%26%27%28%29%2A%2B%2C%3B%3D")
     }
 
     func testEscapingNeverSplitsEmoji() throws {
@@ -97,7 +98,8 @@ final class HTTPRequestSerializerTests: XCTestCase {
         XCTAssertEqual(request.url?.query, "custom=1")
         struct Refused: Error {}
         serializer.setQueryStringSerialization { _, _ in throw Refused() }
-        XCTAssertThrowsError(try serializer.request(withMethod: "GET", urlString: "http://h/", parameters: ["a": "b"])) {
+        XCTAssertThrowsError(try serializer.request(withMethod: "GET", urlString: "http://h/", parameters: ["a": "b"]))
+        {
             XCTAssertTrue($0 is Refused)
         }
     }
@@ -125,7 +127,8 @@ final class HTTPRequestSerializerTests: XCTestCase {
         let json = JSONRequestSerializer()
         let request = try json.request(withMethod: "POST", urlString: "http://h/", parameters: ["a": [1, 2]])
         XCTAssertEqual(request.value(forHTTPHeaderField: "Content-Type"), "application/json")
-        XCTAssertEqual(try JSONSerialization.jsonObject(with: request.httpBody ?? Data()) as? NSDictionary, ["a": [1, 2]])
+        XCTAssertEqual(
+            try JSONSerialization.jsonObject(with: request.httpBody ?? Data()) as? NSDictionary, ["a": [1, 2]])
         XCTAssertThrowsError(try json.request(withMethod: "POST", urlString: "http://h/", parameters: ["d": Date()])) {
             let error = $0 as NSError
             XCTAssertEqual(error.domain, SessionKitError.requestSerializationDomain)
@@ -140,8 +143,9 @@ final class HTTPRequestSerializerTests: XCTestCase {
 /// Validation and JSON decoding of responses; pure, no network.
 final class ResponseSerializerTests: XCTestCase {
     private func response(_ status: Int, _ type: String? = "application/json") -> HTTPURLResponse {
-        HTTPURLResponse(url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
-                        headerFields: type.map { ["Content-Type": $0] } ?? [:])!
+        HTTPURLResponse(
+            url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
+            headerFields: type.map { ["Content-Type": $0] } ?? [:])!
     }
 
     func testEveryStatusAgainstTheDefaultSet() {
@@ -160,7 +164,9 @@ final class ResponseSerializerTests: XCTestCase {
             XCTAssertEqual(error.userInfo[SessionKitError.failingURLResponseDataKey] as? Data, data)
             XCTAssertNotNil(error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)
             XCTAssertEqual(error.userInfo[NSURLErrorFailingURLErrorKey] as? URL, URL(string: "http://h/x"))
-            XCTAssertEqual((error.userInfo[JSONResponseSerializer.failingResponseObjectKey] as? [String: String])?["error"], "nope")
+            XCTAssertEqual(
+                (error.userInfo[JSONResponseSerializer.failingResponseObjectKey] as? [String: String])?["error"], "nope"
+            )
         }
     }
 
@@ -180,7 +186,8 @@ final class ResponseSerializerTests: XCTestCase {
     }
 
     func testInvalidJSONFails() {
-        XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(200), data: Data("{nope".utf8))) {
+        XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(200), data: Data("{nope".utf8)))
+        {
             XCTAssertEqual(($0 as NSError).domain, SessionKitError.responseSerializationDomain)
         }
     }

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The streamed multipart body: framing, exact length, lazy file reading, errors, throttling, writing to a file.
@@ -27,7 +27,9 @@ final class MultipartTests: XCTestCase {
     }
 
     /// Reads a whole stream, `chunk` bytes at a time; nil when the stream reported an error.
-    private func drain(_ stream: InputStream, chunk: Int = 4096, maxReads: Int = 1_000_000) -> (data: Data, largestRead: Int)? {
+    private func drain(
+        _ stream: InputStream, chunk: Int = 4096, maxReads: Int = 1_000_000
+    ) -> (data: Data, largestRead: Int)? {
         stream.open()
         defer { stream.close() }
         var data = Data()
@@ -50,8 +52,10 @@ final class MultipartTests: XCTestCase {
 
     func testBodyFramingAndExactContentLength() throws {
         let file = try temporaryFile("notes.txt", contents: Data("file text".utf8))
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/upload",
-                                                          parameters: ["title": "cat", "n": 1]) { form in
+        let request = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/upload",
+            parameters: ["title": "cat", "n": 1]
+        ) { form in
             try form.appendPart(withFileURL: file, name: "doc")
             form.appendPart(withHeaders: ["X-Part": "raw"], body: Data("raw body".utf8))
         }
@@ -59,7 +63,8 @@ final class MultipartTests: XCTestCase {
         let body = try XCTUnwrap(drain(try XCTUnwrap(request.httpBodyStream))).data
         XCTAssertEqual(request.value(forHTTPHeaderField: "Content-Length"), String(body.count))
         XCTAssertNil(request.httpBody)
-        let expected = "--\(boundary)\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\n1"
+        let expected =
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"n\"\r\n\r\n1"
             + "\r\n--\(boundary)\r\nContent-Disposition: form-data; name=\"title\"\r\n\r\ncat"
             + "\r\n--\(boundary)\r\nContent-Disposition: form-data; name=\"doc\"; filename=\"notes.txt\"\r\nContent-Type: text/plain\r\n\r\nfile text"
             + "\r\n--\(boundary)\r\nX-Part: raw\r\n\r\nraw body"
@@ -68,8 +73,10 @@ final class MultipartTests: XCTestCase {
     }
 
     func testEachRequestGetsItsOwnBoundary() throws {
-        let first = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
-        let second = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
+        let first = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
+        let second = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
         XCTAssertNotEqual(try boundary(of: first), try boundary(of: second))
         let empty = try XCTUnwrap(drain(try XCTUnwrap(first.httpBodyStream))).data
         XCTAssertEqual(String(decoding: empty, as: UTF8.self), "--\(try boundary(of: first))--\r\n")
@@ -79,11 +86,13 @@ final class MultipartTests: XCTestCase {
     func testStreamPartAndMIMETypes() throws {
         let png = try temporaryFile("image.png", contents: Data([0x89, 0x50]))
         let unknown = try temporaryFile("data.zzzunknown", contents: Data([1]))
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) { form in
+        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) {
+            form in
             try form.appendPart(withFileURL: png, name: "a")
             try form.appendPart(withFileURL: unknown, name: "b")
-            form.appendPart(with: InputStream(data: Data("0123456789".utf8)), name: "s", fileName: "s.txt", length: 10,
-                            mimeType: "text/plain")
+            form.appendPart(
+                with: InputStream(data: Data("0123456789".utf8)), name: "s", fileName: "s.txt", length: 10,
+                mimeType: "text/plain")
         }
         let text = String(decoding: try XCTUnwrap(drain(try XCTUnwrap(request.httpBodyStream))).data, as: UTF8.self)
         XCTAssertTrue(text.contains("filename=\"image.png\"\r\nContent-Type: image/png"), text)
@@ -95,17 +104,22 @@ final class MultipartTests: XCTestCase {
         let directory = try temporaryFile("x", contents: Data()).deletingLastPathComponent()
         let cases: [URL] = [URL(string: "http://h/remote.txt")!, URL(fileURLWithPath: "/nonexistent/file"), directory]
         for url in cases {
-            XCTAssertThrowsError(try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) {
-                try $0.appendPart(withFileURL: url, name: "f")
-            }, "\(url)") { error in
+            XCTAssertThrowsError(
+                try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) {
+                    try $0.appendPart(withFileURL: url, name: "f")
+                }, "\(url)"
+            ) { error in
                 XCTAssertEqual((error as NSError).domain, SessionKitError.requestSerializationDomain)
             }
         }
     }
 
     func testStreamPartShorterThanDeclaredFailsTheRead() throws {
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) { form in
-            form.appendPart(with: InputStream(data: Data("short".utf8)), name: "s", fileName: "s", length: 100, mimeType: "text/plain")
+        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) {
+            form in
+            form.appendPart(
+                with: InputStream(data: Data("short".utf8)), name: "s", fileName: "s", length: 100,
+                mimeType: "text/plain")
         }
         let stream = try XCTUnwrap(request.httpBodyStream)
         XCTAssertNil(drain(stream), "a part that ends early must fail, not send a wrong length")
@@ -142,8 +156,10 @@ final class MultipartTests: XCTestCase {
     }
 
     func testThrottlingLimitsEachRead() throws {
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) { form in
-            form.appendPart(withFileData: Data(count: 10_000), name: "f", fileName: "f", mimeType: "application/octet-stream")
+        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: nil) {
+            form in
+            form.appendPart(
+                withFileData: Data(count: 10_000), name: "f", fileName: "f", mimeType: "application/octet-stream")
             form.throttleBandwidth(withPacketSize: 1024, delay: 0)
         }
         let result = try XCTUnwrap(drain(try XCTUnwrap(request.httpBodyStream), chunk: 65_536))
@@ -152,11 +168,17 @@ final class MultipartTests: XCTestCase {
     }
 
     func testWritingTheBodyToAFile() async throws {
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: ["a": "b"],
-                                                          constructingBodyWith: nil)
-        let expected = try XCTUnwrap(drain(try XCTUnwrap(
-            try serializer.multipartFormRequest(withMethod: "POST", urlString: "http://h/", parameters: ["a": "b"],
-                                                constructingBodyWith: nil).httpBodyStream))).data.count
+        let request = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/", parameters: ["a": "b"],
+            constructingBodyWith: nil)
+        let expected = try XCTUnwrap(
+            drain(
+                try XCTUnwrap(
+                    try serializer.multipartFormRequest(
+                        withMethod: "POST", urlString: "http://h/", parameters: ["a": "b"],
+                        constructingBodyWith: nil
+                    ).httpBodyStream))
+        ).data.count
         let destination = try temporaryFile("body.multipart", contents: Data())
         try FileManager.default.removeItem(at: destination)
         let box = OnceBox<Error?>()
@@ -195,8 +217,9 @@ final class RequestSerializationEndToEndTests: LoopbackTestCase {
         let manager = makeManager()
         let value = Signup(name: "Ada L", age: 36, admin: true, tags: ["x", "y"], address: ["city": "London"])
         _ = try await manager.get("/get", parameters: value)
-        XCTAssertEqual(server.requests.last?.uri,
-                       "/get?address%5Bcity%5D=London&admin=1&age=36&name=Ada%20L&tags%5B%5D=x&tags%5B%5D=y")
+        XCTAssertEqual(
+            server.requests.last?.uri,
+            "/get?address%5Bcity%5D=London&admin=1&age=36&name=Ada%20L&tags%5B%5D=x&tags%5B%5D=y")
         manager.requestSerializer = JSONRequestSerializer()
         let result = try await manager.post("/post", parameters: value)
         let json = try XCTUnwrap((result.object as? [String: Any])?["json"] as? [String: Any])
@@ -227,8 +250,9 @@ final class RequestSerializationEndToEndTests: LoopbackTestCase {
         struct Refused: Error {}
         manager.requestSerializer.setQueryStringSerialization { _, _ in throw Refused() }
         let (task, error): (URLSessionDataTask?, Error) = try await awaitCallback { done in
-            let returned = manager.get("/get", parameters: ["a": "b"], headers: nil, progress: nil,
-                                       success: { _, _ in XCTFail("must fail") }, failure: { done(($0, $1)) })
+            let returned = manager.get(
+                "/get", parameters: ["a": "b"], headers: nil, progress: nil,
+                success: { _, _ in XCTFail("must fail") }, failure: { done(($0, $1)) })
             XCTAssertNil(returned)
         }
         XCTAssertNil(task)
@@ -244,10 +268,15 @@ final class RequestSerializationEndToEndTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: url) }
         let last = LockedBox<Double>(0)
         let object: Any? = try await awaitCallback { done in
-            manager.post("/post", parameters: ["k": "v"], headers: nil, constructingBodyWith: { form in
-                try form.appendPart(withFileURL: url, name: "file")
-            }, progress: { last.wrappedValue = $0.fractionCompleted },
-            success: { _, object in done(object) }, failure: { _, error in XCTFail("\(error)"); done(nil) })
+            manager.post(
+                "/post", parameters: ["k": "v"], headers: nil,
+                constructingBodyWith: { form in
+                    try form.appendPart(withFileURL: url, name: "file")
+                }, progress: { last.wrappedValue = $0.fractionCompleted },
+                success: { _, object in done(object) },
+                failure: { _, error in
+                    XCTFail("\(error)"); done(nil)
+                })
         }
         let files = try XCTUnwrap((object as? [String: Any])?["files"] as? [String: Any])
         XCTAssertEqual(files["file.length"] as? Int, body.count)
@@ -261,16 +290,20 @@ final class RequestSerializationEndToEndTests: LoopbackTestCase {
     func testUploadFromTheWrittenFileCarriesExactContentLength() async throws {
         let manager = makeManager()
         let serializer = HTTPRequestSerializer()
-        let request = try serializer.multipartFormRequest(withMethod: "POST", urlString: server.url("/post").absoluteString,
-                                                          parameters: ["field": "value"], constructingBodyWith: nil)
+        let request = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: server.url("/post").absoluteString,
+            parameters: ["field": "value"], constructingBodyWith: nil)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-body-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: file) }
         let written = OnceBox<Error?>()
-        let stripped = serializer.request(withMultipartFormRequest: request, writingStreamContentsToFile: file) { written.resolve($0) }
+        let stripped = serializer.request(withMultipartFormRequest: request, writingStreamContentsToFile: file) {
+            written.resolve($0)
+        }
         let writeError = try await written.value(timeout: 10, file: #filePath, line: #line)
         XCTAssertNil(writeError)
         let object: Any? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: stripped, fromFile: file, completionHandler: { _, object, _ in done(object) }))
+            manager.resume(
+                manager.uploadTask(with: stripped, fromFile: file, completionHandler: { _, object, _ in done(object) }))
         }
         XCTAssertEqual((object as? [String: Any])?["form"] as? [String: String], ["field": "value"])
         let recorded = try XCTUnwrap(server.requests.last)

@@ -3,10 +3,10 @@ import SessionKit
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(FoundationXML)
-import FoundationXML
+    import FoundationXML
 #endif
 
 /// Deeply nested input gives a clear error, never a stack overflow, even on a thread with a 512 KiB stack: every
@@ -39,7 +39,8 @@ final class NestingLimitTests: XCTestCase {
                     outcome.domain = nsError.domain
                     outcome.code = nsError.code
                     outcome.reason = "\(error)"
-                    outcome.carriesResponseAndData = nsError.userInfo[SessionKitError.failingURLResponseKey] != nil
+                    outcome.carriesResponseAndData =
+                        nsError.userInfo[SessionKitError.failingURLResponseKey] != nil
                         && nsError.userInfo[SessionKitError.failingURLResponseDataKey] != nil
                 }
                 continuation.resume(returning: outcome)
@@ -103,7 +104,8 @@ final class NestingLimitTests: XCTestCase {
         let form = await onSmallStack {
             var parameters = Self.nestedArrays(Self.hostileDepth)
             defer { Self.dismantle(&parameters) }
-            _ = try HTTPRequestSerializer().request(withMethod: "POST", urlString: "http://h/x", parameters: ["a": parameters])
+            _ = try HTTPRequestSerializer().request(
+                withMethod: "POST", urlString: "http://h/x", parameters: ["a": parameters])
         }
         assertRefused(form, domain: SessionKitError.requestSerializationDomain)
 
@@ -150,7 +152,8 @@ final class NestingLimitTests: XCTestCase {
         let deep = await onSmallStack {
             var parameters = Self.nestedArrays(Self.hostileDepth)
             defer { Self.dismantle(&parameters) }
-            _ = try PropertyListRequestSerializer().request(withMethod: "POST", urlString: "http://h/x", parameters: parameters)
+            _ = try PropertyListRequestSerializer().request(
+                withMethod: "POST", urlString: "http://h/x", parameters: parameters)
         }
         assertRefused(deep, domain: SessionKitError.requestSerializationDomain)
         XCTAssertEqual(deep.code, URLError.cannotDecodeContentData.rawValue)
@@ -205,8 +208,11 @@ final class NestingLimitTests: XCTestCase {
             let underLimit = await onSmallStack {
                 let serializer = JSONResponseSerializer()
                 serializer.removesKeysWithNullValues = removesNulls
-                let text = String(repeating: "[null,{\"a\":", count: Self.limit / 2) + "1" + String(repeating: "}]", count: Self.limit / 2)
-                var object = try serializer.responseObject(for: Self.response("application/json"), data: Data(text.utf8)) as Any
+                let text =
+                    String(repeating: "[null,{\"a\":", count: Self.limit / 2) + "1"
+                    + String(repeating: "}]", count: Self.limit / 2)
+                var object =
+                    try serializer.responseObject(for: Self.response("application/json"), data: Data(text.utf8)) as Any
                 Self.dismantle(&object)
                 guard object as? Int == 1 else {
                     throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "unexpected object"])
@@ -225,22 +231,27 @@ final class NestingLimitTests: XCTestCase {
         }
         let deep = await onSmallStack {
             let body = Data(repeating: UInt8(ascii: "["), count: Self.hostileDepth)
-            _ = try DecodableResponseSerializer(Deep.self).responseObject(for: Self.response("application/json"), data: body)
+            _ = try DecodableResponseSerializer(Deep.self).responseObject(
+                for: Self.response("application/json"), data: body)
         }
         assertRefused(deep, domain: SessionKitError.responseSerializationDomain)
         XCTAssertTrue(deep.carriesResponseAndData, "\(deep)")
 
         let underLimit = await onSmallStack {
             let text = String(repeating: "[", count: Self.limit) + String(repeating: "]", count: Self.limit)
-            _ = try DecodableResponseSerializer(Deep.self).responseObject(for: Self.response("application/json"), data: Data(text.utf8))
+            _ = try DecodableResponseSerializer(Deep.self).responseObject(
+                for: Self.response("application/json"), data: Data(text.utf8))
         }
         XCTAssertTrue(underLimit.succeeded, "\(underLimit)")
     }
 
     func testPropertyListResponseOfDeepArrays() async {
         let xml = await onSmallStack {
-            let body = Data((String(repeating: "<array>", count: Self.hostileDepth) + String(repeating: "</array>", count: Self.hostileDepth)).utf8)
-            _ = try PropertyListResponseSerializer().responseObject(for: Self.response("application/x-plist"), data: body)
+            let body = Data(
+                (String(repeating: "<array>", count: Self.hostileDepth)
+                    + String(repeating: "</array>", count: Self.hostileDepth)).utf8)
+            _ = try PropertyListResponseSerializer().responseObject(
+                for: Self.response("application/x-plist"), data: body)
         }
         assertRefused(xml, domain: SessionKitError.responseSerializationDomain)
         XCTAssertTrue(xml.carriesResponseAndData, "\(xml)")
@@ -252,13 +263,16 @@ final class NestingLimitTests: XCTestCase {
         assertRefused(binary, domain: SessionKitError.responseSerializationDomain)
 
         let underLimit = await onSmallStack {
-            let text = String(repeating: "<dict><key>a</key><array>", count: Self.limit / 2) + "<true/>"
+            let text =
+                String(repeating: "<dict><key>a</key><array>", count: Self.limit / 2) + "<true/>"
                 + String(repeating: "</array></dict>", count: Self.limit / 2)
-            var object = try PropertyListResponseSerializer().responseObject(
-                for: Self.response("application/x-plist"), data: Data(text.utf8)) as Any
+            var object =
+                try PropertyListResponseSerializer().responseObject(
+                    for: Self.response("application/x-plist"), data: Data(text.utf8)) as Any
             Self.dismantle(&object)
-            var binary = try PropertyListResponseSerializer().responseObject(
-                for: Self.response("application/x-plist"), data: Self.deepBinaryPropertyList(Self.limit)) as Any
+            var binary =
+                try PropertyListResponseSerializer().responseObject(
+                    for: Self.response("application/x-plist"), data: Self.deepBinaryPropertyList(Self.limit)) as Any
             Self.dismantle(&binary)
             guard object as? Bool == true, binary as? Bool == true else {
                 throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "unexpected object"])
@@ -270,8 +284,12 @@ final class NestingLimitTests: XCTestCase {
     /// The XML serializer hands over a parser without walking the document; libxml2 bounds the depth when it runs.
     func testXMLResponseOfDeepElements() async {
         let deep = await onSmallStack {
-            let body = Data((String(repeating: "<a>", count: Self.hostileDepth) + String(repeating: "</a>", count: Self.hostileDepth)).utf8)
-            let parser = try XMLParserResponseSerializer().responseObject(for: Self.response("application/xml"), data: body) as? XMLParser
+            let body = Data(
+                (String(repeating: "<a>", count: Self.hostileDepth)
+                    + String(repeating: "</a>", count: Self.hostileDepth)).utf8)
+            let parser =
+                try XMLParserResponseSerializer().responseObject(for: Self.response("application/xml"), data: body)
+                as? XMLParser
             guard let parser, !parser.parse() else {
                 throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "no parser, or it parsed"])
             }
@@ -283,7 +301,8 @@ final class NestingLimitTests: XCTestCase {
 
     func testArchiveOfDeepArrays() async {
         let deep = await onSmallStack {
-            _ = try SecureArchive.unarchive(HTTPRequestSerializer.self, from: Self.deepBinaryPropertyList(Self.hostileDepth))
+            _ = try SecureArchive.unarchive(
+                HTTPRequestSerializer.self, from: Self.deepBinaryPropertyList(Self.hostileDepth))
         }
         XCTAssertNotNil(deep.domain, "\(deep)")
         XCTAssertTrue(deep.reason.contains("nested more deeply than"), "\(deep)")

@@ -3,14 +3,15 @@ import SessionKit
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// SessionKit's own property-list readers, through `PropertyListResponseSerializer`: they agree with Foundation on
 /// what Foundation writes, and refuse hostile bytes with an error.
 final class PropertyListReaderTests: XCTestCase {
-    private let response = HTTPURLResponse(url: URL(string: "http://h/p")!, statusCode: 200, httpVersion: "HTTP/1.1",
-                                           headerFields: ["Content-Type": "application/x-plist"])!
+    private let response = HTTPURLResponse(
+        url: URL(string: "http://h/p")!, statusCode: 200, httpVersion: "HTTP/1.1",
+        headerFields: ["Content-Type": "application/x-plist"])!
 
     private func read(_ data: Data) throws -> Any? {
         try PropertyListResponseSerializer().responseObject(for: response, data: data)
@@ -34,7 +35,8 @@ final class PropertyListReaderTests: XCTestCase {
         XCTAssertEqual(dictionary["true"] as? Bool, true, file: file, line: line)
         XCTAssertEqual(dictionary["false"] as? Bool, false, file: file, line: line)
         XCTAssertEqual(dictionary["data"] as? Data, Data([0, 1, 2, 255]), file: file, line: line)
-        XCTAssertEqual(dictionary["date"] as? Date, Date(timeIntervalSinceReferenceDate: 700_000_000), file: file, line: line)
+        XCTAssertEqual(
+            dictionary["date"] as? Date, Date(timeIntervalSinceReferenceDate: 700_000_000), file: file, line: line)
         let array = try XCTUnwrap(dictionary["array"] as? [Any], file: file, line: line)
         XCTAssertEqual(array.count, 4, file: file, line: line)
         XCTAssertEqual((array[3] as? [String: String])?["k"], "v", file: file, line: line)
@@ -59,7 +61,8 @@ final class PropertyListReaderTests: XCTestCase {
 
     func testTheFuzzerCrashInputIsRefused() throws {
         // Found by `make fuzz`: a binary set that Foundation's decoder crashes on. Kept in Fuzz/regressions/plist.
-        let body = Data(base64Encoded: "MgVicGxpc3QwMMEBAlFhEAEICw0AAAAAAAABAQAAAAAAAAADAAAAAAAAAAAAAAAAAAAADw==")!.dropFirst(2)
+        let body = Data(base64Encoded: "MgVicGxpc3QwMMEBAlFhEAEICw0AAAAAAAABAQAAAAAAAAADAAAAAAAAAAAAAAAAAAAADw==")!
+            .dropFirst(2)
         XCTAssertThrowsError(try read(Data(body))) {
             XCTAssertEqual(($0 as NSError).code, URLError.cannotDecodeContentData.rawValue)
         }
@@ -84,7 +87,7 @@ final class PropertyListReaderTests: XCTestCase {
 
     func testHostileBinaryListsAreRefused() {
         let cases: [(String, Data)] = [
-            ("cycle", binaryList([[0xA1, 0x00]])),                       // an array containing itself
+            ("cycle", binaryList([[0xA1, 0x00]])),  // an array containing itself
             ("reference out of range", binaryList([[0xA1, 0x07]])),
             ("set", binaryList([[0xC1, 0x01], [0x51, 0x61]])),
             ("non-string key", binaryList([[0xD1, 0x01, 0x01], [0x10, 0x05]])),
@@ -113,7 +116,9 @@ final class PropertyListReaderTests: XCTestCase {
         bytes += [0, 0, 0, 0, 0, 0, 2, 2]
         for value in [600, 0, table] { bytes += (0..<8).reversed().map { UInt8((value >> ($0 * 8)) & 0xff) } }
         XCTAssertThrowsError(try read(Data(bytes))) {
-            XCTAssertTrue(($0 as NSError).localizedDescription.contains("nested more deeply than"), ($0 as NSError).localizedDescription)
+            XCTAssertTrue(
+                ($0 as NSError).localizedDescription.contains("nested more deeply than"),
+                ($0 as NSError).localizedDescription)
         }
     }
 
@@ -136,8 +141,10 @@ final class PropertyListReaderTests: XCTestCase {
 
     func testMalformedInputsDoNotLeak() throws {
         // Foundation's own parser leaks ~600 bytes per malformed input; SessionKit's readers must not.
-        let inputs = [Data("<plist><dict><key>a</key></plist>".utf8), Data("{ a = b".utf8),
-                      binaryList([[0xA1, 0x07]]), Data("<plist><array><integer>x</integer></array></plist>".utf8)]
+        let inputs = [
+            Data("<plist><dict><key>a</key></plist>".utf8), Data("{ a = b".utf8),
+            binaryList([[0xA1, 0x07]]), Data("<plist><array><integer>x</integer></array></plist>".utf8),
+        ]
         for input in inputs { _ = try? read(input) }
         let before = residentKiB()
         for _ in 0..<20_000 {

@@ -4,23 +4,25 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 #if canImport(FoundationXML)
-import FoundationXML
+    import FoundationXML
 #endif
 
 /// The XML, property-list, compound and Decodable serializers, and the validation rules they share; pure.
 final class ResponseSerializerKindsTests: XCTestCase {
     private func response(_ status: Int, _ type: String? = "application/json") -> HTTPURLResponse {
-        HTTPURLResponse(url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
-                        headerFields: type.map { ["Content-Type": $0] } ?? [:])!
+        HTTPURLResponse(
+            url: URL(string: "http://h/x")!, statusCode: status, httpVersion: "HTTP/1.1",
+            headerFields: type.map { ["Content-Type": $0] } ?? [:])!
     }
 
     func testContentTypeRules() {
         let serializer = HTTPResponseSerializer()
         serializer.acceptableContentTypes = ["application/json"]
-        XCTAssertNoThrow(try serializer.validate(response: response(200, "application/json; charset=utf-8"), data: Data("x".utf8)))
+        XCTAssertNoThrow(
+            try serializer.validate(response: response(200, "application/json; charset=utf-8"), data: Data("x".utf8)))
         XCTAssertNoThrow(try serializer.validate(response: response(200, "APPLICATION/JSON"), data: Data("x".utf8)))
         XCTAssertThrowsError(try serializer.validate(response: response(200, "text/plain"), data: Data("x".utf8))) {
             let error = $0 as NSError
@@ -53,15 +55,19 @@ final class ResponseSerializerKindsTests: XCTestCase {
     }
 
     func testNonHTTPResponsePassesValidation() throws {
-        let plain = URLResponse(url: URL(string: "file:///x")!, mimeType: "text/plain", expectedContentLength: 1, textEncodingName: nil)
-        XCTAssertEqual(try HTTPResponseSerializer().responseObject(for: plain, data: Data("x".utf8)) as? Data, Data("x".utf8))
+        let plain = URLResponse(
+            url: URL(string: "file:///x")!, mimeType: "text/plain", expectedContentLength: 1, textEncodingName: nil)
+        XCTAssertEqual(
+            try HTTPResponseSerializer().responseObject(for: plain, data: Data("x".utf8)) as? Data, Data("x".utf8))
     }
 
     func testInvalidJSONWrapsTheValidationError() {
-        XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(500), data: Data("{oops".utf8))) {
+        XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(500), data: Data("{oops".utf8)))
+        {
             let error = $0 as NSError
             XCTAssertEqual(error.code, URLError.cannotDecodeContentData.rawValue)
-            XCTAssertEqual((error.userInfo[NSUnderlyingErrorKey] as? NSError)?.code, URLError.badServerResponse.rawValue)
+            XCTAssertEqual(
+                (error.userInfo[NSUnderlyingErrorKey] as? NSError)?.code, URLError.badServerResponse.rawValue)
         }
     }
 
@@ -73,14 +79,16 @@ final class ResponseSerializerKindsTests: XCTestCase {
 
     func testJSONAcceptsItsThreeContentTypes() throws {
         for type in ["application/json", "text/json", "text/javascript"] {
-            XCTAssertNotNil(try JSONResponseSerializer().responseObject(for: response(200, type), data: Data("{}".utf8)))
+            XCTAssertNotNil(
+                try JSONResponseSerializer().responseObject(for: response(200, type), data: Data("{}".utf8)))
         }
     }
 
     func testHugeJSONBody() throws {
         let count = 200_000
         let data = Data(("[" + (0..<count).map { "{\"i\":\($0)}" }.joined(separator: ",") + "]").utf8)
-        let array = try XCTUnwrap(JSONResponseSerializer().responseObject(for: response(200), data: data) as? [[String: Int]])
+        let array = try XCTUnwrap(
+            JSONResponseSerializer().responseObject(for: response(200), data: data) as? [[String: Int]])
         XCTAssertEqual(array.count, count)
         XCTAssertEqual(array.last?["i"], count - 1)
     }
@@ -99,23 +107,29 @@ final class ResponseSerializerKindsTests: XCTestCase {
 
     func testXMLSerializerReturnsAParser() throws {
         let xml = Data("<?xml version=\"1.0\"?><a><b>text</b></a>".utf8)
-        let parser = try XCTUnwrap(XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: xml) as? XMLParser)
+        let parser = try XCTUnwrap(
+            XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: xml) as? XMLParser)
         final class Names: NSObject, XMLParserDelegate {
             var names: [String] = []
-            func parser(_ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
-                        attributes: [String: String] = [:]) { names.append(name) }
+            func parser(
+                _ parser: XMLParser, didStartElement name: String, namespaceURI: String?, qualifiedName: String?,
+                attributes: [String: String] = [:]
+            ) { names.append(name) }
         }
         let delegate = Names()
         parser.delegate = delegate
         XCTAssertTrue(parser.parse())
         XCTAssertEqual(delegate.names, ["a", "b"])
-        XCTAssertNil(try XMLParserResponseSerializer().responseObject(for: response(200, "application/xml"), data: Data()))
-        XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "application/json"), data: xml))
+        XCTAssertNil(
+            try XMLParserResponseSerializer().responseObject(for: response(200, "application/xml"), data: Data()))
+        XCTAssertThrowsError(
+            try XMLParserResponseSerializer().responseObject(for: response(200, "application/json"), data: xml))
     }
 
     func testXMLInADeclaredEncodingIsConvertedAndBrokenBytesAreRefused() throws {
         let latin1 = Data("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><a>caf\u{e9}</a>".data(using: .isoLatin1)!)
-        let parser = try XCTUnwrap(XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: latin1) as? XMLParser)
+        let parser = try XCTUnwrap(
+            XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: latin1) as? XMLParser)
         final class Text: NSObject, XMLParserDelegate {
             var text = ""
             func parser(_ parser: XMLParser, foundCharacters string: String) { text += string }
@@ -125,47 +139,68 @@ final class ResponseSerializerKindsTests: XCTestCase {
         XCTAssertTrue(parser.parse())
         XCTAssertEqual(delegate.text, "caf\u{e9}")
         // Found by the fuzzer: a broken declaration and a name that is not UTF-8 crash XMLParser on Linux.
-        let broken = Data("<?xml version=\"1.0\" encoding=\\UTF-8\"?><plist><array><".utf8) + Data([0xE2]) + Data("nteger>1</integer></array></plist>".utf8)
-        XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: broken)) {
+        let broken =
+            Data("<?xml version=\"1.0\" encoding=\\UTF-8\"?><plist><array><".utf8) + Data([0xE2])
+            + Data("nteger>1</integer></array></plist>".utf8)
+        XCTAssertThrowsError(
+            try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: broken)
+        ) {
             XCTAssertEqual(($0 as NSError).code, URLError.cannotDecodeContentData.rawValue)
         }
     }
 
     func testXMLConstructsThatCrashXMLParserAreRefused() throws {
         let cases = [
-            "<?xml version=\"1.0\"?><a><?x?></a>",                      // a processing instruction without data
+            "<?xml version=\"1.0\"?><a><?x?></a>",  // a processing instruction without data
             "<?x?><a/>",
-            "<!DOCTYPE a [<!NOTATION n SYSTEM \"x\">]><a/>",             // an internal DTD subset
+            "<!DOCTYPE a [<!NOTATION n SYSTEM \"x\">]><a/>",  // an internal DTD subset
         ]
         for text in cases {
-            XCTAssertThrowsError(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: Data(text.utf8)), text)
+            XCTAssertThrowsError(
+                try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: Data(text.utf8)),
+                text)
         }
-        let plistDoctype = "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\"><plist><true/></plist>"
-        XCTAssertEqual(try PropertyListResponseSerializer().responseObject(for: response(200, "application/x-plist"), data: Data(plistDoctype.utf8)) as? Bool, true)
+        let plistDoctype =
+            "<!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\"><plist><true/></plist>"
+        XCTAssertEqual(
+            try PropertyListResponseSerializer().responseObject(
+                for: response(200, "application/x-plist"), data: Data(plistDoctype.utf8)) as? Bool, true)
         let stylesheet = "<?xml version=\"1.0\"?><?xml-stylesheet href=\"s.xsl\"?><rss/>"
-        XCTAssertNotNil(try XMLParserResponseSerializer().responseObject(for: response(200, "text/xml"), data: Data(stylesheet.utf8)))
+        XCTAssertNotNil(
+            try XMLParserResponseSerializer().responseObject(
+                for: response(200, "text/xml"), data: Data(stylesheet.utf8)))
     }
 
     func testPropertyListSerializerReadsXMLAndBinary() throws {
         let value: [String: Any] = ["a": [1, 2], "b": "text"]
         for format in [PropertyListSerialization.PropertyListFormat.xml, .binary] {
             let data = try PropertyListSerialization.data(fromPropertyList: value, format: format, options: 0)
-            let object = try PropertyListResponseSerializer().responseObject(for: response(200, "application/x-plist"), data: data)
+            let object = try PropertyListResponseSerializer().responseObject(
+                for: response(200, "application/x-plist"), data: data)
             XCTAssertEqual((object as? [String: Any])?["b"] as? String, "text")
         }
-        XCTAssertThrowsError(try PropertyListResponseSerializer().responseObject(
-            for: response(200, "application/x-plist"), data: Data("not a plist".utf8))) {
+        XCTAssertThrowsError(
+            try PropertyListResponseSerializer().responseObject(
+                for: response(200, "application/x-plist"), data: Data("not a plist".utf8))
+        ) {
             XCTAssertEqual(($0 as NSError).code, URLError.cannotDecodeContentData.rawValue)
         }
-        XCTAssertNil(try PropertyListResponseSerializer().responseObject(for: response(200, "application/x-plist"), data: Data()))
+        XCTAssertNil(
+            try PropertyListResponseSerializer().responseObject(for: response(200, "application/x-plist"), data: Data())
+        )
     }
 
     func testCompoundFirstSuccessWins() throws {
-        let compound = CompoundResponseSerializer(responseSerializers: [JSONResponseSerializer(), XMLParserResponseSerializer()])
-        XCTAssertTrue(try compound.responseObject(for: response(200, "application/json"), data: Data("{}".utf8)) is [String: Any])
+        let compound = CompoundResponseSerializer(responseSerializers: [
+            JSONResponseSerializer(), XMLParserResponseSerializer(),
+        ])
+        XCTAssertTrue(
+            try compound.responseObject(for: response(200, "application/json"), data: Data("{}".utf8)) is [String: Any])
         XCTAssertTrue(try compound.responseObject(for: response(200, "text/xml"), data: Data("<a/>".utf8)) is XMLParser)
         // Nobody takes text/html: the base behaviour returns the data (any content type is accepted by default).
-        XCTAssertEqual(try compound.responseObject(for: response(200, "text/html"), data: Data("<p>".utf8)) as? Data, Data("<p>".utf8))
+        XCTAssertEqual(
+            try compound.responseObject(for: response(200, "text/html"), data: Data("<p>".utf8)) as? Data,
+            Data("<p>".utf8))
         XCTAssertThrowsError(try compound.responseObject(for: response(404, "text/html"), data: Data("<p>".utf8)))
     }
 
@@ -173,7 +208,9 @@ final class ResponseSerializerKindsTests: XCTestCase {
         struct Item: Decodable { let id: Int }
         struct Page: Decodable { let items: [Item] }
         let serializer = DecodableResponseSerializer(Page.self)
-        XCTAssertThrowsError(try serializer.responseObject(for: response(200), data: Data(#"{"items":[{"id":1},{"id":"x"}]}"#.utf8))) {
+        XCTAssertThrowsError(
+            try serializer.responseObject(for: response(200), data: Data(#"{"items":[{"id":1},{"id":"x"}]}"#.utf8))
+        ) {
             let message = ($0 as NSError).localizedDescription
             XCTAssertTrue(message.contains("items[1].id"), message)
             XCTAssertTrue(message.contains("expected Int"), message)
@@ -201,8 +238,9 @@ final class ResponseSerializationEndToEndTests: LoopbackTestCase {
     func testFailureClosureGetsTheServerErrorDocument() async throws {
         let manager = makeManager()
         let error: Error = try await awaitCallback { done in
-            manager.get("/status/500", parameters: nil, headers: nil, progress: nil,
-                        success: { _, _ in XCTFail("a 500 must fail") }, failure: { _, error in done(error) })
+            manager.get(
+                "/status/500", parameters: nil, headers: nil, progress: nil,
+                success: { _, _ in XCTFail("a 500 must fail") }, failure: { _, error in done(error) })
         }
         let nsError = error as NSError
         XCTAssertEqual((nsError.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)?.statusCode, 500)
@@ -220,7 +258,9 @@ final class ResponseSerializationEndToEndTests: LoopbackTestCase {
         manager.responseSerializer = CompoundResponseSerializer(responseSerializers: [
             JSONResponseSerializer(), XMLParserResponseSerializer(), PropertyListResponseSerializer(),
         ])
-        let (json, xmlAgain, plist) = (try await manager.get("/json"), try await manager.get("/xml"), try await manager.get("/plist"))
+        let (json, xmlAgain, plist) = (
+            try await manager.get("/json"), try await manager.get("/xml"), try await manager.get("/plist")
+        )
         XCTAssertTrue(json.object is [String: Any])
         XCTAssertTrue(xmlAgain.object is XMLParser)
         XCTAssertTrue(plist.object is [String: Any])

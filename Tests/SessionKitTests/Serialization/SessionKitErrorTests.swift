@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `SessionKitError(error)`: the errors SessionKit throws, read into a value to switch on, with the status code,
@@ -66,8 +66,9 @@ final class SessionKitErrorTests: LoopbackTestCase {
     func testClosureFormFailureReadsTheSame() async throws {
         let manager = makeManager()
         let error: Error = try await awaitCallback { done in
-            manager.get("/status/500", parameters: nil, headers: nil, progress: nil,
-                        success: { _, _ in XCTFail("a 500 must fail") }, failure: { _, error in done(error) })
+            manager.get(
+                "/status/500", parameters: nil, headers: nil, progress: nil,
+                success: { _, _ in XCTFail("a 500 must fail") }, failure: { _, error in done(error) })
         }
         XCTAssertEqual(SessionKitError(error).kind, .unacceptableStatusCode(500))
     }

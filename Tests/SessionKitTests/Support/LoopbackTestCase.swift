@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A test case with a fresh loopback server per test, and helpers that wait for callbacks without blocking a
@@ -30,7 +30,9 @@ class LoopbackTestCase: XCTestCase {
     }
 
     /// A manager with a short timeout, on the loopback server.
-    func makeManager(timeout: TimeInterval = 10, transport: Transport = LoopbackTestCase.testTransport) -> HTTPSessionManager {
+    func makeManager(
+        timeout: TimeInterval = 10, transport: Transport = LoopbackTestCase.testTransport
+    ) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
         configuration.urlCache = nil
@@ -125,5 +127,7 @@ final class CallCounter: @unchecked Sendable {
 
 /// The JSON dictionary an echo endpoint returned.
 func echo(_ object: Any?, file: StaticString = #filePath, line: UInt = #line) throws -> [String: Any] {
-    try XCTUnwrap(object as? [String: Any], "expected an echo document, got \(String(describing: object))", file: file, line: line)
+    try XCTUnwrap(
+        object as? [String: Any], "expected an echo document, got \(String(describing: object))", file: file, line: line
+    )
 }

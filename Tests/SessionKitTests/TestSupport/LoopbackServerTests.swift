@@ -5,7 +5,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The loopback server itself: TLS with the committed certificates, request log, deterministic bodies.
@@ -14,7 +14,9 @@ final class LoopbackServerTests: XCTestCase {
     private func curlGet(_ url: URL, caFile: URL) async -> (code: CURLcode, status: Int) {
         await withCheckedContinuation { continuation in
             Thread {
-                guard let handle = curl_easy_init() else { return continuation.resume(returning: (CURLE_FAILED_INIT, 0)) }
+                guard let handle = curl_easy_init() else {
+                    return continuation.resume(returning: (CURLE_FAILED_INIT, 0))
+                }
                 defer { curl_easy_cleanup(handle) }
                 _ = sk_curl_easy_setopt_string(handle, CURLOPT_URL, url.absoluteString)
                 _ = sk_curl_easy_setopt_string(handle, CURLOPT_CAINFO, caFile.path)
@@ -55,9 +57,12 @@ final class LoopbackServerTests: XCTestCase {
         defer { Task { try? await server.shutdown() } }
         let manager = URLSessionManager(sessionConfiguration: .ephemeral)
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in
-                done(error)
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/get")),
+                    completionHandler: { _, _, error in
+                        done(error)
+                    }))
         }
         XCTAssertNotNil(error)
         XCTAssertTrue(server.requests.isEmpty)
@@ -100,9 +105,12 @@ final class QuickStartTests: LoopbackTestCase {
         XCTAssertEqual(echoed.method, "GET")
 
         let object: Any? = try await awaitCallback { done in
-            manager.get("users", parameters: ["page": 2], headers: ["X-Trace": "1"], progress: nil,
-                        success: { _, object in done(object) },
-                        failure: { _, error in XCTFail("\(error)"); done(nil) })
+            manager.get(
+                "users", parameters: ["page": 2], headers: ["X-Trace": "1"], progress: nil,
+                success: { _, object in done(object) },
+                failure: { _, error in
+                    XCTFail("\(error)"); done(nil)
+                })
         }
         XCTAssertEqual((object as? [String: Any])?["args"] as? [String: String], ["page": "2"])
     }

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The lifetime of the curl transport's engines (one thread and connection pool per policy configuration).
@@ -20,17 +20,21 @@ final class CurlEngineTests: LoopbackTestCase {
         own.responseSerializer = HTTPResponseSerializer()
         func get() async throws {
             let error: Error? = try await awaitCallback { done in
-                own.resume(own.dataTask(with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in done(error) }))
+                own.resume(
+                    own.dataTask(
+                        with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in done(error) }))
             }
             XCTAssertNil(error)
         }
         try await get()
         XCTAssertTrue(CurlEngine.isRunning(for: own.securityPolicy, maximumConnectionsPerHost: connectionsPerHost))
-        for _ in 0..<300 where CurlEngine.isRunning(for: own.securityPolicy, maximumConnectionsPerHost: connectionsPerHost) {
+        for _ in 0..<300
+        where CurlEngine.isRunning(for: own.securityPolicy, maximumConnectionsPerHost: connectionsPerHost) {
             try await Task.sleep(nanoseconds: 10_000_000)
         }
-        XCTAssertFalse(CurlEngine.isRunning(for: own.securityPolicy, maximumConnectionsPerHost: connectionsPerHost),
-                       "idle for longer than its lifetime: retired")
+        XCTAssertFalse(
+            CurlEngine.isRunning(for: own.securityPolicy, maximumConnectionsPerHost: connectionsPerHost),
+            "idle for longer than its lifetime: retired")
         try await get()  // a new engine
         XCTAssertEqual(server.requests.count, 2)
         XCTAssertEqual(server.connectionCount, 2, "the retired engine's connection closed with it")
@@ -50,6 +54,7 @@ final class CurlEngineTests: LoopbackTestCase {
             return try await group.reduce(into: [Int]()) { $0.append($1) }
         }
         XCTAssertEqual(statuses, Array(repeating: 200, count: 40))
-        XCTAssertGreaterThan(server.connectionCount, 1, "engines retired between requests (their connections with them)")
+        XCTAssertGreaterThan(
+            server.connectionCount, 1, "engines retired between requests (their connections with them)")
     }
 }

@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The curl transport's own task objects: they keep URLSession's promises, including those URLSession on Linux
@@ -17,10 +17,13 @@ final class CurlTaskTests: LoopbackTestCase {
         private var observers: [NSObjectProtocol] = []
 
         init(for task: URLSessionTask) {
-            for (name, label) in [(Notification.Name.sessionKitTaskDidResume, "resume"), (.sessionKitTaskDidSuspend, "suspend")] {
-                observers.append(NotificationCenter.default.addObserver(forName: name, object: task, queue: nil) { [entries] _ in
-                    entries.write { $0.append(label) }
-                })
+            for (name, label) in [
+                (Notification.Name.sessionKitTaskDidResume, "resume"), (.sessionKitTaskDidSuspend, "suspend"),
+            ] {
+                observers.append(
+                    NotificationCenter.default.addObserver(forName: name, object: task, queue: nil) { [entries] _ in
+                        entries.write { $0.append(label) }
+                    })
             }
         }
 
@@ -31,10 +34,12 @@ final class CurlTaskTests: LoopbackTestCase {
         let manager = makeManager(timeout: 10, transport: .curl)
         let completions = CallCounter()
         let done = OnceBox<Error?>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/drip?numbytes=50&duration=5")), completionHandler: { _, _, error in
-            completions.increment()
-            done.resolve(error)
-        })
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/drip?numbytes=50&duration=5")),
+            completionHandler: { _, _, error in
+                completions.increment()
+                done.resolve(error)
+            })
         let log = SuspensionLog(for: task)
         XCTAssertEqual(task.state, .suspended)
         task.resume()
@@ -59,21 +64,25 @@ final class CurlTaskTests: LoopbackTestCase {
 
     func testCancelByProducingResumeDataOnTheTaskContinuesByteExact() async throws {
         let manager = makeManager(timeout: 30, transport: .curl)
-        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-task-resume-\(UUID().uuidString)")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-task-resume-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
         let total = 64 << 20
         let started = OnceBox<Void>()
-        let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/\(total)?seed=4")),
-                                        progress: { _ in started.resolve(()) },
-                                        destination: { _, _ in destination }, completionHandler: nil)
+        let task = manager.downloadTask(
+            with: URLRequest(url: server.url("/bytes/\(total)?seed=4")),
+            progress: { _ in started.resolve(()) },
+            destination: { _, _ in destination }, completionHandler: nil)
         let download = try XCTUnwrap(task as? URLSessionDownloadTask, "a download task is a URLSessionDownloadTask")
         download.resume()
         try await started.value(timeout: 10, file: #filePath, line: #line)
         let resumeData: Data? = try await awaitCallback { done in download.cancel(byProducingResumeData: { done($0) }) }
         let data = try XCTUnwrap(resumeData, "a download cancelled midway has resume data")
         let finished: (URL?, Error?) = try await awaitCallback(timeout: 60) { done in
-            manager.downloadTask(withResumeData: data, destination: { _, _ in destination },
-                                 completionHandler: { _, url, error in done((url, error)) }).resume()
+            manager.downloadTask(
+                withResumeData: data, destination: { _, _ in destination },
+                completionHandler: { _, url, error in done((url, error)) }
+            ).resume()
         }
         XCTAssertNil(finished.1)
         XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: total, seed: 4))
@@ -85,9 +94,11 @@ final class CurlTaskTests: LoopbackTestCase {
         manager.responseSerializer = HTTPResponseSerializer()
         let size = 32 << 20
         let done = OnceBox<Error?>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/bytes/\(size)")), completionHandler: { _, _, error in
-            done.resolve(error)
-        })
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/bytes/\(size)")),
+            completionHandler: { _, _, error in
+                done.resolve(error)
+            })
         // A thread of its own (never a global-queue thread) reads while the engine and the delegate queue write.
         let samples = LockedBox<[(URLSessionTask.State, Int64)]>([])
         let reader = Thread {
@@ -119,9 +130,11 @@ final class CurlTaskTests: LoopbackTestCase {
     func testCurrentRequestFollowsRedirectsAndProgressIsTheDelegates() async throws {
         let manager = makeManager(transport: .curl)
         let done = OnceBox<Error?>()
-        let task = manager.dataTask(with: URLRequest(url: server.url("/redirect/2")), completionHandler: { _, _, error in
-            done.resolve(error)
-        })
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/redirect/2")),
+            completionHandler: { _, _, error in
+                done.resolve(error)
+            })
         XCTAssertTrue(task.progress === manager.downloadProgress(for: task), "the task's progress is the one reported")
         task.resume()
         let error = try await done.value(timeout: 10, file: #filePath, line: #line)
@@ -134,7 +147,8 @@ final class CurlTaskTests: LoopbackTestCase {
     func testIdentifiersAreUniqueAndTaskKindsAreFoundations() throws {
         let manager = makeManager(transport: .curl)
         let request = URLRequest(url: server.url("/get"))
-        let tasks = (0..<50).map { _ in manager.dataTask(with: request) }
+        let tasks =
+            (0..<50).map { _ in manager.dataTask(with: request) }
             + [manager.uploadTask(with: request, from: Data("x".utf8)), manager.downloadTask(with: request)]
         XCTAssertEqual(Set(tasks.map(\.taskIdentifier)).count, tasks.count)
         XCTAssertEqual(manager.dataTasks.count, 50, "upload tasks are listed apart")
@@ -151,7 +165,8 @@ final class CurlTaskTests: LoopbackTestCase {
             configuration.timeoutIntervalForRequest = 10
             let manager = HTTPSessionManager(baseURL: tls.baseURL, sessionConfiguration: configuration)
             manager.transport = .curl
-            let pin = try TestCertificates.derCertificate(at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
+            let pin = try TestCertificates.derCertificate(
+                at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
             manager.securityPolicy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [pin])
             manager.securityPolicy.allowInvalidCertificates = true
             return manager
@@ -163,7 +178,9 @@ final class CurlTaskTests: LoopbackTestCase {
                 let good = index % 2 == 0
                 group.addTask {
                     do {
-                        return (good, .success(try await (good ? trusting : refusing).get("/get?i=\(index)").statusCode))
+                        return (
+                            good, .success(try await (good ? trusting : refusing).get("/get?i=\(index)").statusCode)
+                        )
                     } catch {
                         return (good, .failure(error))
                     }

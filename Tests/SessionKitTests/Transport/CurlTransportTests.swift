@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// SessionKit's libcurl transport over plain HTTP: the behaviours it shares with the Foundation transport.
@@ -20,7 +20,9 @@ final class CurlTransportTests: LoopbackTestCase {
             let result = try await manager.request(method, "/anything", parameters: ["n": 1])
             XCTAssertEqual((result.object as? [String: Any])?["method"] as? String, method)
         }
-        XCTAssertEqual(String(decoding: try XCTUnwrap(server.requests.last(where: { $0.method == "POST" })).body, as: UTF8.self), #"{"n":1}"#)
+        XCTAssertEqual(
+            String(decoding: try XCTUnwrap(server.requests.last(where: { $0.method == "POST" })).body, as: UTF8.self),
+            #"{"n":1}"#)
         let head = try await manager.head("/get")
         XCTAssertEqual(head.statusCode, 200)
         XCTAssertTrue(head.data.isEmpty)
@@ -47,7 +49,8 @@ final class CurlTransportTests: LoopbackTestCase {
         request.httpMethod = "POST"
         let body = ByteGenerator.bytes(count: 300_000, seed: 5)
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, from: body, completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.uploadTask(with: request, from: body, completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertNil(error)
         XCTAssertEqual(server.requests.last?.body, body)
@@ -56,12 +59,15 @@ final class CurlTransportTests: LoopbackTestCase {
     func testConfigurationHeadersCookiesAndUploadProgress() async throws {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpAdditionalHeaders = ["X-Config": "yes"]
-        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
+        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
+            forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
         let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
         manager.transport = .curl
         _ = try await manager.get("/headers")
         XCTAssertEqual(server.requests.last?.header("X-Config"), "yes")
-        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        manager.responseSerializer = {
+            let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s
+        }()
         _ = try await manager.get("/cookies/set", parameters: ["flavour": "oat"])
         _ = try await manager.get("/cookies")
         XCTAssertEqual(server.requests.last?.header("Cookie"), "flavour=oat", "a cookie set by the server is sent back")
@@ -70,8 +76,10 @@ final class CurlTransportTests: LoopbackTestCase {
         request.httpMethod = "POST"
         let last = LockedBox<Double>(0)
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, from: Data(count: 2_000_000), progress: { last.wrappedValue = $0.fractionCompleted },
-                                              completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.uploadTask(
+                    with: request, from: Data(count: 2_000_000), progress: { last.wrappedValue = $0.fractionCompleted },
+                    completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertNil(error)
         XCTAssertEqual(last.wrappedValue, 1.0, accuracy: 0.0001)
@@ -86,10 +94,13 @@ final class CurlTransportTests: LoopbackTestCase {
         let finished = CallCounter()
         let all = OnceBox<Void>()
         for _ in 0..<total {
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/delay/0.05")), completionHandler: { _, _, _ in
-                finished.increment()
-                if finished.count == total { all.resolve(()) }
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/delay/0.05")),
+                    completionHandler: { _, _, _ in
+                        finished.increment()
+                        if finished.count == total { all.resolve(()) }
+                    }))
         }
         try await all.value(timeout: 60, file: #filePath, line: #line)
         XCTAssertLessThanOrEqual(server.connectionCount, 2)
@@ -113,7 +124,9 @@ final class CurlTransportTests: LoopbackTestCase {
             seen.write { $0.append(request.url?.path ?? "") }
             return nil
         }
-        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        manager.responseSerializer = {
+            let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s
+        }()
         let stopped = try await manager.get("/redirect/2")
         XCTAssertEqual(stopped.statusCode, 302)
         XCTAssertEqual(seen.wrappedValue, ["/redirect/1"])
@@ -124,8 +137,9 @@ final class CurlTransportTests: LoopbackTestCase {
         defer { Task { try? await other.shutdown() } }
         let manager = makeManager(transport: .curl)
         manager.requestSerializer.setAuthorizationHeaderField(username: "u", password: "p")
-        _ = try await manager.get("/redirect-to", parameters: ["url": other.url("/get").absoluteString],
-                                  headers: ["Cookie": "secret=1"])
+        _ = try await manager.get(
+            "/redirect-to", parameters: ["url": other.url("/get").absoluteString],
+            headers: ["Cookie": "secret=1"])
         XCTAssertNotNil(server.requests.last?.header("Authorization"))
         let arrived = try XCTUnwrap(other.requests.last)
         XCTAssertNil(arrived.header("Authorization"))
@@ -138,19 +152,23 @@ final class CurlTransportTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: destination) }
         let last = LockedBox<Double>(0)
         let outcome: (URL?, Error?) = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/bytes/3000000?seed=4")),
-                                                progress: { last.wrappedValue = $0.fractionCompleted },
-                                                destination: { _, _ in destination },
-                                                completionHandler: { _, url, error in done((url, error)) }))
+            manager.resume(
+                manager.downloadTask(
+                    with: URLRequest(url: server.url("/bytes/3000000?seed=4")),
+                    progress: { last.wrappedValue = $0.fractionCompleted },
+                    destination: { _, _ in destination },
+                    completionHandler: { _, url, error in done((url, error)) }))
         }
         XCTAssertNil(outcome.1)
         XCTAssertEqual(outcome.0, destination)
         XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: 3_000_000, seed: 4))
         XCTAssertEqual(last.wrappedValue, 1.0, accuracy: 0.0001)
         let failed: Error? = try await awaitCallback { done in
-            manager.resume(manager.downloadTask(with: URLRequest(url: server.url("/status/404")),
-                                                destination: { _, _ in destination.appendingPathExtension("404") },
-                                                completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.downloadTask(
+                    with: URLRequest(url: server.url("/status/404")),
+                    destination: { _, _ in destination.appendingPathExtension("404") },
+                    completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertEqual((failed as NSError?)?.code, URLError.badServerResponse.rawValue)
         try? FileManager.default.removeItem(at: destination.appendingPathExtension("404"))
@@ -166,8 +184,10 @@ final class CurlTransportTests: LoopbackTestCase {
         request.httpMethod = "POST"
         let last = LockedBox<Double>(0)
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(with: request, fromFile: file, progress: { last.wrappedValue = $0.fractionCompleted },
-                                              completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.uploadTask(
+                    with: request, fromFile: file, progress: { last.wrappedValue = $0.fractionCompleted },
+                    completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertNil(error)
         XCTAssertEqual(server.requests.last?.body, body)
@@ -177,20 +197,27 @@ final class CurlTransportTests: LoopbackTestCase {
         var streamed = request
         streamed.httpBodyStream = InputStream(data: body)
         let streamError: Error? = try await awaitCallback { done in
-            manager.resume(manager.uploadTask(withStreamedRequest: streamed, completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.uploadTask(withStreamedRequest: streamed, completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertNil(streamError)
         XCTAssertEqual(server.requests.last?.body, body)
 
         let object: Any? = try await awaitCallback { done in
-            manager.post("/post", parameters: ["k": "v"], headers: nil, constructingBodyWith: { form in
-                try form.appendPart(withFileURL: file, name: "file")
-            }, progress: nil, success: { _, object in done(object) }, failure: { _, error in XCTFail("\(error)"); done(nil) })
+            manager.post(
+                "/post", parameters: ["k": "v"], headers: nil,
+                constructingBodyWith: { form in
+                    try form.appendPart(withFileURL: file, name: "file")
+                }, progress: nil, success: { _, object in done(object) },
+                failure: { _, error in
+                    XCTFail("\(error)"); done(nil)
+                })
         }
         let files = try XCTUnwrap((object as? [String: Any])?["files"] as? [String: Any])
         XCTAssertEqual(files["file.length"] as? Int, body.count)
         let recorded = try XCTUnwrap(server.requests.last)
-        XCTAssertEqual(recorded.header("Content-Length"), String(recorded.bodyLength), "multipart goes with its exact length")
+        XCTAssertEqual(
+            recorded.header("Content-Length"), String(recorded.bodyLength), "multipart goes with its exact length")
         XCTAssertNil(recorded.header("Transfer-Encoding"))
     }
 
@@ -200,9 +227,12 @@ final class CurlTransportTests: LoopbackTestCase {
         manager.taskDidFinishCollectingTimings = { _, _, timings in collected.write { $0.append(timings) } }
         for _ in 0..<2 {
             let seenBeforeCompletion: Int = try await awaitCallback { done in
-                manager.resume(manager.dataTask(with: URLRequest(url: server.url("/bytes/5000")), completionHandler: { _, _, _ in
-                    done(collected.wrappedValue.count)
-                }))
+                manager.resume(
+                    manager.dataTask(
+                        with: URLRequest(url: server.url("/bytes/5000")),
+                        completionHandler: { _, _, _ in
+                            done(collected.wrappedValue.count)
+                        }))
             }
             XCTAssertEqual(seenBeforeCompletion, collected.wrappedValue.count)
         }
@@ -220,30 +250,41 @@ final class CurlTransportTests: LoopbackTestCase {
         let origin = try await LoopbackServer.start()
         defer { Task { try? await origin.shutdown() } }
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.connectionProxyDictionary = ["HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port]
+        configuration.connectionProxyDictionary = [
+            "HTTPEnable": true, "HTTPProxy": "127.0.0.1", "HTTPPort": server.port,
+        ]
         let manager = HTTPSessionManager(sessionConfiguration: configuration)
         manager.transport = .curl
-        manager.responseSerializer = { let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s }()
+        manager.responseSerializer = {
+            let s = HTTPResponseSerializer(); s.acceptableStatusCodes = nil; return s
+        }()
         _ = try await manager.get(origin.url("/get?via=proxy").absoluteString)
         XCTAssertEqual(server.requests.last?.uri, origin.url("/get?via=proxy").absoluteString, "sent to the proxy")
         XCTAssertTrue(origin.requests.isEmpty, "not to the origin")
     }
 
-    private func download(_ manager: HTTPSessionManager, resumeData: Data? = nil, path: String = "",
-                          to destination: URL) async throws -> (URL?, Error?) {
+    private func download(
+        _ manager: HTTPSessionManager, resumeData: Data? = nil, path: String = "",
+        to destination: URL
+    ) async throws -> (URL?, Error?) {
         try await awaitCallback { done in
             let completion: (URLResponse?, URL?, Error?) -> Void = { _, url, error in done((url, error)) }
-            let task = resumeData.map {
-                manager.downloadTask(withResumeData: $0, destination: { _, _ in destination }, completionHandler: completion)
-            } ?? manager.downloadTask(with: URLRequest(url: server.url(path)), destination: { _, _ in destination },
-                                      completionHandler: completion)
+            let task =
+                resumeData.map {
+                    manager.downloadTask(
+                        withResumeData: $0, destination: { _, _ in destination }, completionHandler: completion)
+                }
+                ?? manager.downloadTask(
+                    with: URLRequest(url: server.url(path)), destination: { _, _ in destination },
+                    completionHandler: completion)
             manager.resume(task)
         }
     }
 
     func testDownloadCutByTheNetworkResumesWithRangeAndIfRange() async throws {
         let manager = makeManager(transport: .curl)
-        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-resume-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
         let total = 3_000_000
         let cut = try await download(manager, path: "/bytes/\(total)?seed=6&drop_after=1000000", to: destination)
@@ -265,7 +306,8 @@ final class CurlTransportTests: LoopbackTestCase {
 
     func testChangedEntityRestartsTheDownloadAndBadResumeDataFails() async throws {
         let manager = makeManager(transport: .curl)
-        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-resume-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
         let cut = try await download(manager, path: "/bytes/500000?seed=7&drop_after=400000", to: destination)
         var resumeData = try XCTUnwrap((cut.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData] as? Data)
@@ -282,14 +324,16 @@ final class CurlTransportTests: LoopbackTestCase {
 
     func testCancelProducingResumeData() async throws {
         let manager = makeManager(transport: .curl)
-        let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-resume-\(UUID().uuidString)")
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-resume-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: destination) }
         let total = 200_000_000
         let resumeData: Data? = try await awaitCallback { done in
             let started = OnceBox<Void>()
-            let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/\(total)?seed=9")),
-                                            progress: { _ in started.resolve(()) },
-                                            destination: { _, _ in destination }, completionHandler: nil)
+            let task = manager.downloadTask(
+                with: URLRequest(url: server.url("/bytes/\(total)?seed=9")),
+                progress: { _ in started.resolve(()) },
+                destination: { _, _ in destination }, completionHandler: nil)
             manager.resume(task)
             Task {
                 try? await started.value(timeout: 10, file: #filePath, line: #line)
@@ -299,7 +343,8 @@ final class CurlTransportTests: LoopbackTestCase {
         let data = try XCTUnwrap(resumeData, "a download cancelled midway has resume data")
         let resumed = try await download(manager, resumeData: data, to: destination)
         XCTAssertNil(resumed.1)
-        let size = try XCTUnwrap((try FileManager.default.attributesOfItem(atPath: destination.path)[.size]) as? NSNumber)
+        let size = try XCTUnwrap(
+            (try FileManager.default.attributesOfItem(atPath: destination.path)[.size]) as? NSNumber)
         XCTAssertEqual(size.intValue, total)
 
         XCTAssertEqual(server.requests.last?.header("Range")?.hasPrefix("bytes="), true)
@@ -320,15 +365,20 @@ final class CurlTransportTests: LoopbackTestCase {
     func testCancelTimeoutAndFaults() async throws {
         let manager = makeManager(timeout: 1, transport: .curl)
         let cancelled: Error? = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5")), completionHandler: { _, _, error in done(error) })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/delay/5")), completionHandler: { _, _, error in done(error) })
             manager.resume(task)
             DispatchQueue(label: "test.cancel").asyncAfter(deadline: .now() + 0.2) { task.cancel() }
         }
         XCTAssertEqual((cancelled as? URLError)?.code, .cancelled)
-        for (path, code) in [("/fault/never-answer", URLError.Code.timedOut), ("/fault/reset", .networkConnectionLost),
-                             ("/fault/short-body", .networkConnectionLost)] {
+        for (path, code) in [
+            ("/fault/never-answer", URLError.Code.timedOut), ("/fault/reset", .networkConnectionLost),
+            ("/fault/short-body", .networkConnectionLost),
+        ] {
             let box = OnceBox<Error?>()
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url(path)), completionHandler: { _, _, error in box.resolve(error) }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url(path)), completionHandler: { _, _, error in box.resolve(error) }))
             let error = try await box.value(timeout: 30, file: #filePath, line: #line)
             XCTAssertEqual((error as? URLError)?.code, code, "\(path): \(String(describing: error))")
             try await Task.sleep(nanoseconds: 100_000_000)
@@ -360,9 +410,11 @@ final class CurlTransportTests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: destination) }
         let received = LockedBox<Int64>(0)
         let done = OnceBox<Error?>()
-        let task = manager.downloadTask(with: URLRequest(url: server.url("/bytes/\(size)")), progress: { progress in
-            received.write { $0 = progress.completedUnitCount }
-        }, destination: { _, _ in destination }, completionHandler: { _, _, error in done.resolve(error) })
+        let task = manager.downloadTask(
+            with: URLRequest(url: server.url("/bytes/\(size)")),
+            progress: { progress in
+                received.write { $0 = progress.completedUnitCount }
+            }, destination: { _, _ in destination }, completionHandler: { _, _, error in done.resolve(error) })
         manager.resume(task)
         while received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
         XCTAssertTrue(manager.suspend(task), "a loading task on the curl transport pauses")
@@ -387,8 +439,10 @@ final class CurlTransportTests: LoopbackTestCase {
         manager.transport = .curl
         // The body drips over 4 s: never idle for long, but longer than the resource timeout.
         let error: Error? = try await awaitCallback { done in
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/drip?numbytes=8&duration=4")),
-                                            completionHandler: { _, _, error in done(error) }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/drip?numbytes=8&duration=4")),
+                    completionHandler: { _, _, error in done(error) }))
         }
         XCTAssertEqual((error as? URLError)?.code, .timedOut, "\(String(describing: error))")
     }
@@ -400,11 +454,18 @@ final class CurlTransportTests: LoopbackTestCase {
         let failures = CallCounter()
         let all = OnceBox<Void>()
         for index in 0..<total {
-            manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get?i=\(index)")), completionHandler: { _, object, error in
-                if error != nil || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index) { failures.increment() }
-                finished.increment()
-                if finished.count == total { all.resolve(()) }
-            }))
+            manager.resume(
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/get?i=\(index)")),
+                    completionHandler: { _, object, error in
+                        if error != nil
+                            || ((object as? [String: Any])?["args"] as? [String: String])?["i"] != String(index)
+                        {
+                            failures.increment()
+                        }
+                        finished.increment()
+                        if finished.count == total { all.resolve(()) }
+                    }))
         }
         try await all.value(timeout: 120, file: #filePath, line: #line)
         try await Task.sleep(nanoseconds: 300_000_000)
@@ -452,14 +513,17 @@ final class CurlPinningTests: XCTestCase {
 
     func testPublicKeyHashPinPasses() async throws {
         let leaf = try Certificate.certificates(fromPEM: try Data(contentsOf: TestCertificates.localhost.chainFile))[0]
-        let policy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", leaf.publicKeyPin])
+        let policy = SecurityPolicy(pinnedPublicKeyHashes: [
+            "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=", leaf.publicKeyPin,
+        ])
         policy.allowInvalidCertificates = true
         let result = try await manager(policy).get("/get")
         XCTAssertEqual(result.statusCode, 200)
     }
 
     func testWrongPinsSendNoRequestBytes() async throws {
-        let wrongCertificate = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("untrusted-root")])
+        let wrongCertificate = SecurityPolicy(
+            pinningMode: .certificate, pinnedCertificates: [try der("untrusted-root")])
         wrongCertificate.allowInvalidCertificates = true
         let wrongKey = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
         wrongKey.allowInvalidCertificates = true
@@ -512,7 +576,9 @@ final class CurlPinningTests: XCTestCase {
         defer { Task { try? await plain.shutdown() } }
         let manager = HTTPSessionManager(baseURL: plain.baseURL)
         manager.transport = .curl
-        manager.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        manager.securityPolicy = SecurityPolicy(pinnedPublicKeyHashes: [
+            "sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
+        ])
         do {
             _ = try await manager.get("/get")
             XCTFail("must refuse")

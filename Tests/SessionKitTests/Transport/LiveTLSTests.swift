@@ -4,7 +4,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// `SecurityPolicy` on the curl transport against real TLS servers on loopback: the offline matrix of
@@ -28,7 +28,9 @@ final class LiveTLSTests: XCTestCase {
     }
 
     /// Sends one GET; nil when it succeeded, else its `URLError`. Fails the test on any other outcome.
-    private func attempt(_ manager: HTTPSessionManager, file: StaticString = #filePath, line: UInt = #line) async -> URLError? {
+    private func attempt(
+        _ manager: HTTPSessionManager, file: StaticString = #filePath, line: UInt = #line
+    ) async -> URLError? {
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
         do {
             let result = try await manager.get("/get")
@@ -54,7 +56,8 @@ final class LiveTLSTests: XCTestCase {
             }
         }
         let cases: [(server: LoopbackServer, leaf: String, host: String, domainMatches: Bool)] = [
-            (served, "intermediate-localhost", "127.0.0.1", true), (served, "intermediate-localhost", "localhost", true),
+            (served, "intermediate-localhost", "127.0.0.1", true),
+            (served, "intermediate-localhost", "localhost", true),
             (wrongHost, "wrong-host", "127.0.0.1", false), (wrongHost, "wrong-host", "localhost", false),
         ]
         let commonPins: [Pin: Data] = [
@@ -68,7 +71,8 @@ final class LiveTLSTests: XCTestCase {
                 for allowInvalid in [false, true] {
                     for validatesDomain in [false, true] {
                         for pin in Pin.allCases {
-                            let policy = SecurityPolicy(pinningMode: mode, pinnedCertificates: pins[pin].map { [$0] } ?? [])
+                            let policy = SecurityPolicy(
+                                pinningMode: mode, pinnedCertificates: pins[pin].map { [$0] } ?? [])
                             policy.allowInvalidCertificates = allowInvalid
                             policy.validatesDomainName = validatesDomain
                             let pinInChain = pin == .leaf || pin == .intermediate || pin == .root
@@ -84,17 +88,21 @@ final class LiveTLSTests: XCTestCase {
                             } else {
                                 expected = pinInChain
                             }
-                            let label = "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) "
+                            let label =
+                                "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) "
                                 + "pin \(pin) leaf \(target.leaf) host \(target.host)"
                             let before = target.server.requests.count
                             let error = await attempt(try manager(target.server, host: target.host, policy: policy))
                             XCTAssertEqual(error == nil, expected, "\(label): \(error.map { "\($0)" } ?? "passed")")
                             if let error, !expected {
                                 // Without allowInvalidCertificates the system store refuses first: an unknown root.
-                                let code: URLError.Code = allowInvalid ? .serverCertificateUntrusted : .serverCertificateHasUnknownRoot
+                                let code: URLError.Code =
+                                    allowInvalid ? .serverCertificateUntrusted : .serverCertificateHasUnknownRoot
                                 XCTAssertEqual(error.code, code, "\(label): \(error.localizedDescription)")
                                 XCTAssertNotNil(error.failingURL, label)
-                                XCTAssertEqual(target.server.requests.count, before, "\(label): a refused server receives no request")
+                                XCTAssertEqual(
+                                    target.server.requests.count, before,
+                                    "\(label): a refused server receives no request")
                             } else if expected {
                                 XCTAssertEqual(target.server.requests.count, before + 1, label)
                             }
@@ -122,13 +130,16 @@ final class LiveTLSTests: XCTestCase {
         return policy
     }
 
-    private func refusal(serving name: String, policy: SecurityPolicy, host: String = "127.0.0.1",
-                         file: StaticString = #filePath, line: UInt = #line) async throws -> URLError? {
+    private func refusal(
+        serving name: String, policy: SecurityPolicy, host: String = "127.0.0.1",
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> URLError? {
         let server = try await LoopbackServer.start(tls: TestCertificates.served(name))
         defer { Task { try? await server.shutdown() } }
         let error = await attempt(try manager(server, host: host, policy: policy), file: file, line: line)
         if error != nil {
-            XCTAssertTrue(server.requests.isEmpty, "\(name): a refused server receives no request", file: file, line: line)
+            XCTAssertTrue(
+                server.requests.isEmpty, "\(name): a refused server receives no request", file: file, line: line)
         }
         return error
     }
@@ -155,7 +166,9 @@ final class LiveTLSTests: XCTestCase {
     func testHostMismatchIsUntrustedWithAReason() async throws {
         let error = try await refusal(serving: "wrong-host", policy: try rootPinned())
         XCTAssertEqual(error?.code, .serverCertificateUntrusted)
-        XCTAssertTrue(error?.localizedDescription.contains("127.0.0.1") == true, "\(String(describing: error?.localizedDescription))")
+        XCTAssertTrue(
+            error?.localizedDescription.contains("127.0.0.1") == true,
+            "\(String(describing: error?.localizedDescription))")
         // The same chain passes when the domain is not validated.
         let none = try await refusal(serving: "wrong-host", policy: try rootPinned(validatesDomain: false))
         XCTAssertNil(none)
@@ -166,11 +179,13 @@ final class LiveTLSTests: XCTestCase {
         let rootRefused = try await refusal(serving: "missing-intermediate", policy: try rootPinned())
         XCTAssertEqual(rootRefused?.code, .serverCertificateUntrusted)
         // Pinned to the intermediate (an anchor of its own), or to the leaf's public key, it passes.
-        let intermediatePin = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("intermediate-ca")])
+        let intermediatePin = SecurityPolicy(
+            pinningMode: .certificate, pinnedCertificates: [try der("intermediate-ca")])
         intermediatePin.allowInvalidCertificates = true
         let passed = try await refusal(serving: "missing-intermediate", policy: intermediatePin)
         XCTAssertNil(passed)
-        let keyPassed = try await refusal(serving: "missing-intermediate", policy: try keyPinned("intermediate-localhost"))
+        let keyPassed = try await refusal(
+            serving: "missing-intermediate", policy: try keyPinned("intermediate-localhost"))
         XCTAssertNil(keyPassed)
     }
 
@@ -191,9 +206,11 @@ final class HTTP2Tests: XCTestCase {
         configuration.timeoutIntervalForRequest = 10
         let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
         manager.transport = .curl
-        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [
-            try TestCertificates.derCertificate(at: TestCertificates.rootCAFile),
-        ])
+        let policy = SecurityPolicy(
+            pinningMode: .certificate,
+            pinnedCertificates: [
+                try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
+            ])
         policy.allowInvalidCertificates = true
         manager.securityPolicy = policy
         manager.responseSerializer = HTTPResponseSerializer()
@@ -209,7 +226,8 @@ final class HTTP2Tests: XCTestCase {
             XCTAssertEqual(bodies[size]?.count, size, "every stream's body arrives whole")
         }
         XCTAssertEqual(server.requests.count, sizes.count)
-        XCTAssertTrue(server.requests.allSatisfy { $0.httpVersion == "HTTP/2.0" }, "\(server.requests.map(\.httpVersion))")
+        XCTAssertTrue(
+            server.requests.allSatisfy { $0.httpVersion == "HTTP/2.0" }, "\(server.requests.map(\.httpVersion))")
         XCTAssertEqual(server.connectionCount, 1, "the streams are multiplexed on one connection")
         // gzip over HTTP/2 as well.
         let gzip = try await manager.get("/gzip")

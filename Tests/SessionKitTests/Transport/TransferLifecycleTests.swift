@@ -2,7 +2,7 @@
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// The curl task's lifecycle, transition by transition, without I/O: the action each event returns in each state,

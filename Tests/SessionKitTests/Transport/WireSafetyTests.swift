@@ -5,7 +5,7 @@ import SessionKitTestSupport
 import XCTest
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// What goes on the wire is what the caller asked for, once, against servers that misbehave byte by byte
@@ -19,7 +19,9 @@ final class WireSafetyTests: XCTestCase {
         try await super.tearDown()
     }
 
-    private func start(_ script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action) async throws
+    private func start(
+        _ script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action
+    ) async throws
         -> RawFaultServer
     {
         let server = try await RawFaultServer.start(script: script)
@@ -37,14 +39,19 @@ final class WireSafetyTests: XCTestCase {
     }
 
     /// Runs `request` and returns its one outcome (failing the test on a second completion).
-    private func run(_ manager: URLSessionManager, _ request: URLRequest, file: StaticString = #filePath,
-                     line: UInt = #line) async throws -> (HTTPURLResponse?, Error?) {
+    private func run(
+        _ manager: URLSessionManager, _ request: URLRequest, file: StaticString = #filePath,
+        line: UInt = #line
+    ) async throws -> (HTTPURLResponse?, Error?) {
         let completions = CallCounter()
         let outcome: (HTTPURLResponse?, Error?) = try await awaitCallback(timeout: 30, file: file, line: line) { done in
-            manager.dataTask(with: request, completionHandler: { response, _, error in
-                completions.increment()
-                done((response as? HTTPURLResponse, error))
-            }).resume()
+            manager.dataTask(
+                with: request,
+                completionHandler: { response, _, error in
+                    completions.increment()
+                    done((response as? HTTPURLResponse, error))
+                }
+            ).resume()
         }
         try await Task.sleep(nanoseconds: 100_000_000)
         XCTAssertEqual(completions.count, 1, "exactly one completion", file: file, line: line)
@@ -65,14 +72,17 @@ final class WireSafetyTests: XCTestCase {
     func testANonIdempotentRequestIsNotSentAgainWhenItsReusedConnectionDies() async throws {
         for method in ["POST", "PATCH"] {
             // The second request on the first connection is read, then the connection is reset without an answer.
-            let server = try await start { $0.connection == 0 && $0.indexOnConnection == 1 ? .reset : .respond(RawFaultServer.response()) }
+            let server = try await start {
+                $0.connection == 0 && $0.indexOnConnection == 1 ? .reset : .respond(RawFaultServer.response())
+            }
             let manager = manager()
             let (first, _) = try await run(manager, URLRequest(url: server.url("/warm")))
             XCTAssertEqual(first?.statusCode, 200)
             let (_, error) = try await run(manager, post(server.url("/once"), method: method))
             XCTAssertEqual(code(error), URLError.networkConnectionLost.rawValue, "\(String(describing: error))")
             XCTAssertTrue((error as NSError?)?.localizedDescription.contains("not sent again") == true)
-            XCTAssertEqual(server.requests.filter { $0.target == "/once" }.count, 1, "\(method) reached the server once")
+            XCTAssertEqual(
+                server.requests.filter { $0.target == "/once" }.count, 1, "\(method) reached the server once")
         }
     }
 
@@ -105,7 +115,8 @@ final class WireSafetyTests: XCTestCase {
             request.httpMethod = "GET /x HTTP/1.1\r\nX-Evil: 1\r\n\r\nGET"
             let (_, error) = try await run(manager(transport: transport), request)
             XCTAssertEqual((error as NSError?)?.domain, SessionKitError.sessionDomain)
-            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(String(describing: error))")
+            XCTAssertEqual(
+                code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(String(describing: error))")
             XCTAssertTrue((error as NSError?)?.localizedDescription.contains("method") == true)
         }
         XCTAssertTrue(server.requests.isEmpty, "nothing reached the server")
@@ -117,7 +128,8 @@ final class WireSafetyTests: XCTestCase {
             var request = URLRequest(url: server.url("/x"))
             request.setValue("1", forHTTPHeaderField: name)
             let (_, error) = try await run(manager(), request)
-            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(name): \(String(describing: error))")
+            XCTAssertEqual(
+                code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(name): \(String(describing: error))")
             XCTAssertTrue((error as NSError?)?.localizedDescription.contains("header name") == true)
         }
         XCTAssertTrue(server.requests.isEmpty)
@@ -151,9 +163,24 @@ final class WireSafetyTests: XCTestCase {
     func testMalformedResponsesAreBadServerResponsesWithAReason() async throws {
         let cases: [(String, RawFaultServer.Action)] = [
             ("garbage status line", .respondAndClose(Data("garbage\r\n\r\n".utf8))),
-            ("1 MiB header line", .respond(Data(("HTTP/1.1 200 OK\r\nX-Huge: " + String(repeating: "a", count: 1 << 20) + "\r\nContent-Length: 0\r\n\r\n").utf8))),
-            ("too many fields", .respond(Data(("HTTP/1.1 200 OK\r\n" + (0..<1000).map { "X-F\($0): v\r\n" }.joined() + "Content-Length: 0\r\n\r\n").utf8))),
-            ("invalid chunking", .respondAndClose(Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\nabc\r\n".utf8))),
+            (
+                "1 MiB header line",
+                .respond(
+                    Data(
+                        ("HTTP/1.1 200 OK\r\nX-Huge: " + String(repeating: "a", count: 1 << 20)
+                            + "\r\nContent-Length: 0\r\n\r\n").utf8))
+            ),
+            (
+                "too many fields",
+                .respond(
+                    Data(
+                        ("HTTP/1.1 200 OK\r\n" + (0..<1000).map { "X-F\($0): v\r\n" }.joined()
+                            + "Content-Length: 0\r\n\r\n").utf8))
+            ),
+            (
+                "invalid chunking",
+                .respondAndClose(Data("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nZZZ\r\nabc\r\n".utf8))
+            ),
         ]
         for (name, action) in cases {
             let server = try await start { _ in action }
@@ -167,7 +194,10 @@ final class WireSafetyTests: XCTestCase {
     func testCutAndStalledResponses() async throws {
         let cases: [(String, RawFaultServer.Action, URLError.Code)] = [
             ("reset before the status line", .reset, .networkConnectionLost),
-            ("short body", .respondAndClose(Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..".utf8)), .networkConnectionLost),
+            (
+                "short body", .respondAndClose(Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten..".utf8)),
+                .networkConnectionLost
+            ),
             ("stall after the head", .stall(Data("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n".utf8)), .timedOut),
         ]
         for (name, action, expected) in cases {
@@ -201,7 +231,8 @@ final class WireSafetyTests: XCTestCase {
         let before = residentMiB()
         let (_, error) = try await run(manager, URLRequest(url: server.url("/bomb")))
         XCTAssertEqual(code(error), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: error))")
-        XCTAssertTrue((error as NSError?)?.localizedDescription.contains("ratio") == true, "\(String(describing: error))")
+        XCTAssertTrue(
+            (error as NSError?)?.localizedDescription.contains("ratio") == true, "\(String(describing: error))")
         XCTAssertLessThan(residentMiB() - before, 100, "the bomb did not inflate in memory")
         // Without the ratio bound, the in-memory bound still stops it.
         manager.responseBodyLimits.maximumDecompressionRatio = nil
@@ -218,14 +249,19 @@ final class WireSafetyTests: XCTestCase {
             manager.responseBodyLimits.maximumInMemory = 8 << 20
             let completions = CallCounter()
             let outcome: (Any?, Error?) = try await awaitCallback(timeout: 60) { done in
-                manager.dataTask(with: URLRequest(url: server.url("/endless")), completionHandler: { _, object, error in
-                    completions.increment()
-                    done((object, error))
-                }).resume()
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/endless")),
+                    completionHandler: { _, object, error in
+                        completions.increment()
+                        done((object, error))
+                    }
+                ).resume()
             }
             try await Task.sleep(nanoseconds: 100_000_000)
             XCTAssertEqual(completions.count, 1)
-            XCTAssertEqual(code(outcome.1), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(transport): \(String(describing: outcome.1))")
+            XCTAssertEqual(
+                code(outcome.1), URLError.Code.dataLengthExceedsMaximum.rawValue,
+                "\(transport): \(String(describing: outcome.1))")
             XCTAssertTrue((outcome.1 as NSError?)?.localizedDescription.contains("in-memory limit") == true)
             XCTAssertNil(outcome.0, "no partial body")
         }
@@ -236,21 +272,27 @@ final class WireSafetyTests: XCTestCase {
         let server = try await start { _ in .respond(RawFaultServer.response(body: body)) }
         let manager = HTTPSessionManager(baseURL: server.url())
         manager.responseSerializer = HTTPResponseSerializer()
-        manager.responseBodyLimits = ResponseBodyLimits(maximumInMemory: 100_000, maximumToFile: 100_000, maximumStreamed: 100_000)
+        manager.responseBodyLimits = ResponseBodyLimits(
+            maximumInMemory: 100_000, maximumToFile: 100_000, maximumStreamed: 100_000)
         // One task may lift the manager's limit.
         let lifted: Error? = try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/lifted")), completionHandler: { _, _, error in done(error) })
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/lifted")), completionHandler: { _, _, error in done(error) })
             manager.setResponseBodyLimits(ResponseBodyLimits(maximumInMemory: nil), for: task)
             task.resume()
         }
         XCTAssertNil(lifted)
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-limit-\(UUID().uuidString)")
         let download: (URL?, Error?) = try await awaitCallback { done in
-            manager.downloadTask(with: URLRequest(url: server.url("/file")), destination: { _, _ in destination },
-                                 completionHandler: { _, url, error in done((url, error)) }).resume()
+            manager.downloadTask(
+                with: URLRequest(url: server.url("/file")), destination: { _, _ in destination },
+                completionHandler: { _, url, error in done((url, error)) }
+            ).resume()
         }
-        XCTAssertEqual(code(download.1), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: download.1))")
-        XCTAssertNil((download.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData], "no resume data for a refused body")
+        XCTAssertEqual(
+            code(download.1), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: download.1))")
+        XCTAssertNil(
+            (download.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData], "no resume data for a refused body")
         XCTAssertFalse(FileManager.default.fileExists(atPath: destination.path))
         do {
             let streamed = try await manager.stream("/stream")
@@ -311,14 +353,17 @@ final class WireSafetyTests: XCTestCase {
                 request.httpMethod = "POST"
                 request.httpBody = Data("\(index)".utf8)
             }
-            manager.dataTask(with: request, completionHandler: { _, _, _ in
-                let finished = completions.write { counts -> Int in
-                    counts[index, default: 0] += 1
-                    return counts.count
+            manager.dataTask(
+                with: request,
+                completionHandler: { _, _, _ in
+                    let finished = completions.write { counts -> Int in
+                        counts[index, default: 0] += 1
+                        return counts.count
+                    }
+                    if finished == total { all.resolve(()) }
+                    launch()
                 }
-                if finished == total { all.resolve(()) }
-                launch()
-            }).resume()
+            ).resume()
         }
         let before = residentMiB()
         for _ in 0..<64 { launch() }
