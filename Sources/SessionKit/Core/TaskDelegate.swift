@@ -12,6 +12,9 @@ import Foundation
 /// ``CompletionDelivery``. The delegate hub routes every callback of its task here; all of them arrive on the
 /// session's serial delegate queue.
 final class TaskDelegate: @unchecked Sendable {
+    /// Where the delegate cancels its task: never the delegate queue itself (see ``didReceive(data:)``).
+    private static let cancellations = DispatchQueue(label: "com.sessionkit.task-delegate.cancellations")
+
     // @unchecked Sendable: `lifecycle` is guarded by `lock`, `bodyStream` is a `Protected` box, and the body sink
     // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
     // of its own; the rest is immutable after `init` apart from `Progress`, which is thread-safe.
@@ -180,7 +183,10 @@ final class TaskDelegate: @unchecked Sendable {
         case .handedOver:
             break  // consumed when its reader takes it, not when it is queued for the reader
         case .refused:
-            task.cancel()  // the disk refused the bytes, or a body limit: the completion reports why
+            // The disk refused the bytes, or a body limit: the completion reports why. Not cancelled from here:
+            // URLSession 6.3's `cancel()` waits on its work queue, which can be waiting for this delegate queue.
+            let task = self.task
+            Self.cancellations.async { task.cancel() }
             onConsumed?(data.count)
         case .stored:
             progress.didReceiveBody(count: data.count)
