@@ -77,14 +77,4 @@ static inline CURLcode sk_curl_easy_setopt_seek_callback(CURL *handle, sk_curl_s
 /// The libcurl version string, e.g. "7.88.1".
 const char *sk_curl_version_string(void);
 
-/// The dispatch queue the caller runs on (libdispatch's deprecated `dispatch_get_current_queue`), retained; the
-/// queue URLSession calls a protocol's `startLoading` on, where its client must be called.
-void *sk_dispatch_current_queue(void);
-
-/// Releases a queue from `sk_dispatch_current_queue`.
-void sk_dispatch_release(void *queue);
-
-/// `dispatch_async_f` on a queue from `sk_dispatch_current_queue`.
-void sk_dispatch_async_f(void *queue, void *context, void (*work)(void *));
-
 #endif
