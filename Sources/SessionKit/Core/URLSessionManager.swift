@@ -64,6 +64,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     private let sessionState = Protected(SessionState())
     /// The implementation of each ``Transport`` for this manager.
     private let taskTransports: TaskTransports
+    /// Why every task must fail when the configuration's additional headers cannot go on the wire; checked once,
+    /// when the configuration is read (as the curl transport reads it), not for each task.
+    private let additionalHeadersError: NSError?
     private let settings = Protected(Settings())
     private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
     private let privateCompletionGroup = DispatchGroup()
@@ -76,6 +79,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Parameter sessionConfiguration: The session's configuration; nil means `.default`.
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
+        self.additionalHeadersError = Self.additionalHeadersError(of: self.sessionConfiguration)
         self.taskTransports = TaskTransports(
             curl: CurlTaskTransport(
                 settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
@@ -666,10 +670,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
     }
 
-    /// The error for the configuration's `httpAdditionalHeaders`, when one of them cannot go on the wire.
-    private var additionalHeadersError: NSError? {
+    /// The error for `configuration`'s `httpAdditionalHeaders`, when one of them cannot go on the wire.
+    private static func additionalHeadersError(of configuration: URLSessionConfiguration) -> NSError? {
         var fields: [String: String] = [:]
-        for (name, value) in sessionConfiguration.httpAdditionalHeaders ?? [:] {
+        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             fields[String(describing: name.base)] = String(describing: value)
         }
         return fields.isEmpty ? nil : HTTPFieldValidation.error(forFields: fields)

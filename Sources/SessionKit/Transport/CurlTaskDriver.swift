@@ -208,7 +208,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
         observed.write { $0.currentRequest = request }
         var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
-        if let server = conversation.serverCredential, server.origin == Self.origin(of: request.url) {
+        if let server = conversation.serverCredential, server.origin == RedirectState.origin(of: request.url) {
             credentials.append(server.credential)  // never to another origin after a redirect
         }
         let events = CurlTransfer.Events(
@@ -412,7 +412,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             if header.isProxy {
                 conversation.proxyCredential = answer
             } else {
-                conversation.serverCredential = (answer, Self.origin(of: request.url))
+                conversation.serverCredential = (answer, RedirectState.origin(of: request.url))
             }
             startNext(request)
         case .deliverResponse:
@@ -459,12 +459,6 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The configuration's proxy for `url`'s scheme, as `http://host:port`.
     private func proxy(for url: URL?) -> String? {
         url?.scheme?.lowercased() == "https" ? environment.settings.proxies.https : environment.settings.proxies.http
-    }
-
-    /// `scheme://host:port` of `url`, with the scheme's default port.
-    private static func origin(of url: URL?) -> String {
-        let scheme = url?.scheme?.lowercased() ?? ""
-        return "\(scheme)://\(url?.host?.lowercased() ?? ""):\(url?.port ?? (scheme == "https" ? 443 : 80))"
     }
 
     private static func error(_ code: URLError.Code, _ reason: String, url: URL?) -> URLError {

@@ -67,9 +67,11 @@ struct RedirectState {
         "\(request.httpMethod ?? "GET") \(request.url?.absoluteString ?? "")"
     }
 
-    private static func origin(of url: URL) -> String {
-        let scheme = url.scheme?.lowercased() ?? ""
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
-        return "\(scheme)://\(url.host?.lowercased() ?? ""):\(port)"
+    /// `scheme://host:port` of `url`, with the scheme's default port: what "the same origin" compares (redirects
+    /// and a challenge's credential use it alike).
+    static func origin(of url: URL?) -> String {
+        let scheme = url?.scheme?.lowercased() ?? ""
+        let port = url?.port ?? (scheme == "https" ? 443 : 80)
+        return "\(scheme)://\(url?.host?.lowercased() ?? ""):\(port)"
     }
 }
