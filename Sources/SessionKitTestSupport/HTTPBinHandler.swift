@@ -136,6 +136,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             cookies(context, request, parts: parts)
         case "fault":
             fault(context, request, mode: parts.count > 1 ? parts[1] : "")
+        case "cache", "etag", "cacheable":
+            caching(context, request, parts: parts)
         case "flaky":
             flaky(context, request, key: parts.count > 1 ? parts[1] : "")
         case "bearer":

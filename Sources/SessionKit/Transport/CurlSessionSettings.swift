@@ -18,6 +18,8 @@ struct CurlSessionSettings: @unchecked Sendable {
     /// `http_proxy`, `https_proxy` and `no_proxy` environment).
     let proxies: (http: String?, https: String?)
     let credentialStorage: URLCredentialStorage?
+    /// The HTTP cache over the configuration's `URLCache` and `requestCachePolicy`; nil without a `URLCache`.
+    let cache: ResponseCache?
 
     init(_ configuration: URLSessionConfiguration) {
         var headers: [String: String] = [:]
@@ -31,6 +33,7 @@ struct CurlSessionSettings: @unchecked Sendable {
         maximumConnectionsPerHost = configuration.httpMaximumConnectionsPerHost
         proxies = Self.proxies(in: configuration)
         credentialStorage = configuration.urlCredentialStorage
+        cache = ResponseCache(configuration: configuration)
     }
 
     /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary` (`HTTPEnable`/`HTTPProxy`/

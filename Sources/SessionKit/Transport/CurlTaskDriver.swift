@@ -70,6 +70,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         var deadline: Date?
         /// A redirect or challenge response of the running transfer, with the body kept for a challenge.
         var held: (response: HTTPURLResponse, challenge: AuthenticationChallengeHeader?, body: Data)?
+        /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
+        var cache: CacheExchange?
     }
 
     /// The task's identifier, unique in its manager.
@@ -92,6 +94,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.originalRequest = request
         self.environment = environment
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
+        conversation.cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
     }
 
     // MARK: - What the task reports (any thread)
@@ -206,6 +209,23 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request.setValue(value, forHTTPHeaderField: field)
             }
         }
+        if conversation.cache != nil {
+            switch conversation.cache?.start(request) {
+            case .serve(let entry):
+                observed.write { $0.currentRequest = request }
+                return serveStored(entry)
+            case .unavailable:
+                return fail(
+                    Self.error(
+                        .resourceUnavailable,
+                        "Nothing is stored in the cache for this request, and its cache policy forbids the network.",
+                        url: request.url))
+            case .send(let planned):
+                request = planned
+            case nil:
+                break
+            }
+        }
         observed.write { $0.currentRequest = request }
         var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
         if let server = conversation.serverCredential, server.origin == RedirectState.origin(of: request.url) {
@@ -307,7 +327,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             } else if let challenge = AuthenticationChallengeHeader(response: response) {
                 conversation.held = (response, challenge, Data())  // answered when the transfer ends
             } else {
-                deliverHead(response, of: task)
+                deliverHead(conversation.cache == nil ? response : cacheReceived(response, head.lines), of: task)
             }
         case .data(let data):
             if conversation.held != nil {
@@ -319,6 +339,11 @@ final class CurlTaskDriver: @unchecked Sendable {
                 flowControl.consumed(data.count)
                 return
             }
+            if conversation.cache?.confirmed != nil {
+                flowControl.consumed(data.count)  // a 304's body: the stored one is delivered instead
+                return
+            }
+            conversation.cache?.receivedBody(data)
             observed.write { $0.bytesReceived += Int64(data.count) }
             sink.task(task, in: session, didReceive: data)
         case .sent(let sent, let expected):
@@ -334,6 +359,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             let held = conversation.held
             conversation.held = nil
             if let error {
+                if conversation.cache != nil {
+                    conversation.cache?.ended(observed.read { $0.currentRequest }, response: nil, failed: true)
+                }
                 finish(error)
             } else if let held, let challenge = held.challenge {
                 _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: true) }
@@ -342,9 +370,47 @@ final class CurlTaskDriver: @unchecked Sendable {
                 _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: false) }
                 followRedirect(held.response, task: task)
             } else {
+                if conversation.cache != nil { endCachedExchange(of: task) }
                 finish(nil)
             }
         }
+    }
+
+    // MARK: - HTTP cache (delegate queue)
+
+    /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
+    private func cacheReceived(_ response: HTTPURLResponse, _ fields: [(String, String)]) -> HTTPURLResponse {
+        let request = observed.read { $0.currentRequest }
+        let authenticated =
+            request.value(forHTTPHeaderField: "Authorization") != nil || conversation.serverCredential != nil
+            || request.url?.user != nil
+        return conversation.cache?.received(response, fields: fields, for: request, authenticated: authenticated)
+            ?? response
+    }
+
+    /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
+    private func endCachedExchange(of task: URLSessionTask) {
+        let (request, response) = observed.read { ($0.currentRequest, $0.response) }
+        conversation.cache?.ended(request, response: response, failed: false)
+        if let confirmed = conversation.cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
+    }
+
+    /// Answers the task with a stored response, on the delegate queue, as a transfer would have.
+    private func serveStored(_ entry: CacheEntry) {
+        environment.delegateQueue.async { [self] in
+            guard let task, !observed.read({ $0.lifecycle.isTerminal }) else { return }
+            deliverHead(entry.response, of: task)
+            deliverStoredBody(entry.data, of: task)
+            finish(nil)
+        }
+    }
+
+    /// Hands the task a body that did not come from the running transfer (a challenge's, a stored one).
+    private func deliverStoredBody(_ body: Data, of task: URLSessionTask) {
+        guard !body.isEmpty, !observed.read({ $0.lifecycle.isTerminal }) else { return }
+        observed.write { $0.bytesReceived += Int64(body.count) }
+        flowControl.produced(body.count)  // the per-task delegate counts it as consumed
+        environment.sink.task(task, in: environment.session, didReceive: body)
     }
 
     /// The final response head: the task's response, then the sink's answer.
@@ -417,11 +483,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             startNext(request)
         case .deliverResponse:
             deliverHead(response, of: task)
-            if !body.isEmpty, !observed.read({ $0.lifecycle.isTerminal }) {
-                observed.write { $0.bytesReceived += Int64(body.count) }
-                flowControl.produced(body.count)  // the per-task delegate counts it as consumed
-                environment.sink.task(task, in: environment.session, didReceive: body)
-            }
+            deliverStoredBody(body, of: task)
             finish(nil)
         case .cancel:
             cancel()

@@ -1,0 +1,246 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A response as the HTTP cache keeps it in the configuration's `URLCache`, with what RFC 9111 needs to judge it:
+/// when it was requested and received, the request fields its `Vary` names, and the ``SecurityPolicy`` it passed.
+/// Pure rules, no I/O: storable or not, fresh or stale, how to revalidate, what a 304 changes.
+struct CacheEntry {
+    let response: HTTPURLResponse
+    let data: Data
+    /// When the request that produced the response was sent, and when the response arrived (RFC 9111 4.2.3).
+    let requestTime: Date
+    let responseTime: Date
+    /// The request's values of the fields the response's `Vary` names (lower-cased names); nil when unknown (an
+    /// entry stored by someone else), which matches only a response without `Vary`.
+    let varyValues: [String: String]?
+    /// The configuration key of the policy whose handshake delivered the response; nil when unknown.
+    let policyKey: String?
+
+    private enum Key {
+        static let requestTime = "SessionKitCacheRequestTime"
+        static let responseTime = "SessionKitCacheResponseTime"
+        static let vary = "SessionKitCacheVary"
+        static let policy = "SessionKitCachePolicy"
+    }
+
+    init(
+        response: HTTPURLResponse, data: Data, request: URLRequest, requestTime: Date, responseTime: Date,
+        policyKey: String?
+    ) {
+        self.response = response
+        self.data = data
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.policyKey = policyKey
+        var values: [String: String] = [:]
+        for name in Self.varyNames(of: response) {
+            values[name] = Self.normalized(request.value(forHTTPHeaderField: name))
+        }
+        self.varyValues = values
+    }
+
+    /// An entry read back from the `URLCache`; nil when it holds no HTTP response.
+    init?(_ cached: CachedURLResponse) {
+        guard let response = cached.response as? HTTPURLResponse else { return nil }
+        let info = cached.userInfo ?? [:]
+        let received = (info[Key.responseTime] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        let sent = (info[Key.requestTime] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
+        // Stored by someone else: the response's own Date is the best guess of when it arrived.
+        let fallback = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? Date.distantPast
+        self.response = response
+        self.data = cached.data
+        self.responseTime = received ?? fallback
+        self.requestTime = sent ?? received ?? fallback
+        self.varyValues = info[Key.vary] as? [String: String]
+        self.policyKey = info[Key.policy] as? String
+    }
+
+    /// The entry as the `URLCache` stores it.
+    var cachedURLResponse: CachedURLResponse {
+        var info: [AnyHashable: Any] = [
+            Key.requestTime: NSNumber(value: requestTime.timeIntervalSince1970),
+            Key.responseTime: NSNumber(value: responseTime.timeIntervalSince1970),
+        ]
+        if let varyValues { info[Key.vary] = varyValues }
+        if let policyKey { info[Key.policy] = policyKey }
+        return CachedURLResponse(response: response, data: data, userInfo: info, storagePolicy: .allowed)
+    }
+
+    // MARK: - Storing (RFC 9111 3)
+
+    /// Status codes a cache may give a heuristic lifetime (RFC 9110 15.1).
+    static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
+
+    /// Why `response` to `request` may not be stored, or nil when it may. `authenticated`: the request carried
+    /// credentials (an `Authorization` field, a challenge's credential or the URL's user).
+    static func refusalToStore(
+        _ response: HTTPURLResponse, for request: URLRequest, authenticated: Bool
+    ) -> String? {
+        guard request.httpMethod?.uppercased() ?? "GET" == "GET" else { return "not a GET" }
+        let status = response.statusCode
+        guard status >= 200, status != 206, status != 304 else { return "status \(status)" }
+        if CacheControl(request.value(forHTTPHeaderField: "Cache-Control")).noStore { return "request no-store" }
+        let control = CacheControl(response.value(forHTTPHeaderField: "Cache-Control"))
+        if control.noStore { return "response no-store" }
+        if varyNames(of: response).contains("*") { return "Vary: *" }
+        if authenticated, !(control.isPublic || control.mustRevalidate || control.sharedMaxAge != nil) {
+            return "authenticated request"  // RFC 9111 3.5: only when the response says it may be
+        }
+        let explicit =
+            control.maxAge != nil || control.sharedMaxAge != nil
+            || response.value(forHTTPHeaderField: "Expires") != nil
+        let validated =
+            response.value(forHTTPHeaderField: "ETag") != nil
+            || response.value(forHTTPHeaderField: "Last-Modified") != nil
+        guard explicit || control.isPublic || heuristicallyCacheable.contains(status) else {
+            return "status \(status) without explicit freshness"
+        }
+        // Storing a response that can be neither fresh nor revalidated would only evict useful ones.
+        return explicit || validated ? nil : "neither freshness nor validators"
+    }
+
+    // MARK: - Freshness (RFC 9111 4.2)
+
+    var control: CacheControl { CacheControl(response.value(forHTTPHeaderField: "Cache-Control")) }
+
+    /// How long the response stays fresh from its generation: `max-age` (a private cache ignores `s-maxage`), then
+    /// `Expires` minus `Date`, then, only for a heuristically cacheable response without explicit expiration, 10 %
+    /// of the time since `Last-Modified` (at most a day).
+    var freshnessLifetime: TimeInterval {
+        let control = self.control
+        if let maxAge = control.maxAge { return maxAge }
+        let date = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? responseTime
+        if let expires = response.value(forHTTPHeaderField: "Expires") {
+            // An invalid Expires (such as "0") means already expired (RFC 9111 5.3).
+            return HTTPDate.parse(expires).map { $0.timeIntervalSince(date) } ?? 0
+        }
+        guard control.isPublic || Self.heuristicallyCacheable.contains(response.statusCode),
+            let lastModified = response.value(forHTTPHeaderField: "Last-Modified").flatMap(HTTPDate.parse)
+        else { return 0 }
+        return min(max(0, date.timeIntervalSince(lastModified)) / 10, 86_400)
+    }
+
+    /// The response's age at `now` (RFC 9111 4.2.3).
+    func currentAge(at now: Date) -> TimeInterval {
+        let date = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? responseTime
+        let ageValue = response.value(forHTTPHeaderField: "Age").flatMap(CacheControl.deltaSeconds) ?? 0
+        let apparentAge = max(0, responseTime.timeIntervalSince(date))
+        let responseDelay = max(0, responseTime.timeIntervalSince(requestTime))
+        let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
+        return correctedInitialAge + max(0, now.timeIntervalSince(responseTime))
+    }
+
+    /// Whether the response may be used for `request` without asking the server: fresh enough for both the
+    /// response's and the request's directives, and the response does not require a revalidation each time.
+    func isUsableWithoutValidation(for request: URLRequest, at now: Date) -> Bool {
+        let responseControl = control
+        if responseControl.noCache { return false }
+        let requestControl = Self.requestControl(of: request)
+        if requestControl.noCache { return false }
+        let age = currentAge(at: now)
+        var lifetime = freshnessLifetime
+        if let maxAge = requestControl.maxAge { lifetime = min(lifetime, maxAge) }
+        let needed = age + (requestControl.minFresh ?? 0)
+        if lifetime > needed { return true }
+        // Stale: a request's max-stale allows it, unless the response must be revalidated.
+        guard let maxStale = requestControl.maxStale, !responseControl.mustRevalidate else { return false }
+        return needed - lifetime <= maxStale
+    }
+
+    /// A request's `Cache-Control`, with HTTP/1.0's `Pragma: no-cache` read as `no-cache` (RFC 9111 5.4).
+    static func requestControl(of request: URLRequest) -> CacheControl {
+        var control = CacheControl(request.value(forHTTPHeaderField: "Cache-Control"))
+        if control.isEmpty, request.value(forHTTPHeaderField: "Pragma")?.lowercased().contains("no-cache") == true {
+            control.noCache = true
+        }
+        return control
+    }
+
+    // MARK: - Selecting and revalidating (RFC 9111 4.1, 4.3)
+
+    /// Whether this entry answers `request`: the same URL (the `URLCache` of Linux keys entries by host, port and
+    /// path only) and, for each field its `Vary` names, the same value.
+    func matches(_ request: URLRequest) -> Bool {
+        guard let url = request.url, let stored = response.url,
+            Self.withoutFragment(url) == Self.withoutFragment(stored)
+        else { return false }
+        let names = Self.varyNames(of: response)
+        if names.isEmpty { return true }
+        guard let varyValues, !names.contains("*") else { return false }
+        return names.allSatisfy { varyValues[$0] == Self.normalized(request.value(forHTTPHeaderField: $0)) }
+    }
+
+    /// `request` made conditional on this entry's validators, or nil when it has none.
+    func conditionalRequest(for request: URLRequest) -> URLRequest? {
+        let etag = response.value(forHTTPHeaderField: "ETag")
+        let lastModified = response.value(forHTTPHeaderField: "Last-Modified")
+        guard etag != nil || lastModified != nil else { return nil }
+        var conditional = request
+        if let etag { conditional.setValue(etag, forHTTPHeaderField: "If-None-Match") }
+        if let lastModified { conditional.setValue(lastModified, forHTTPHeaderField: "If-Modified-Since") }
+        return conditional
+    }
+
+    /// Fields a 304 never changes in the stored response (RFC 9111 3.2).
+    private static let keptOn304: Set<String> = [
+        "content-length", "content-encoding", "transfer-encoding", "content-range", "connection", "keep-alive",
+    ]
+
+    /// The entry after a 304: the stored status and body, its fields updated by the 304's, the new times.
+    func revalidated(by notModified: HTTPURLResponse, requestTime: Date, responseTime: Date) -> CacheEntry? {
+        var fields: [String: String] = [:]
+        for (name, value) in response.allHeaderFields {
+            if let name = name as? String, let value = value as? String { fields[name] = value }
+        }
+        for (name, value) in notModified.allHeaderFields {
+            guard let name = name as? String, let value = value as? String,
+                !Self.keptOn304.contains(name.lowercased())
+            else { continue }
+            if let existing = fields.keys.first(where: { $0.equalsIgnoringASCIICase(name) }) {
+                fields[existing] = nil
+            }
+            fields[name] = value
+        }
+        guard let url = response.url,
+            let updated = HTTPURLResponse(
+                url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
+        else { return nil }
+        return CacheEntry(
+            response: updated, data: data, requestTime: requestTime, responseTime: responseTime,
+            varyValues: varyValues, policyKey: policyKey)
+    }
+
+    private init(
+        response: HTTPURLResponse, data: Data, requestTime: Date, responseTime: Date, varyValues: [String: String]?,
+        policyKey: String?
+    ) {
+        self.response = response
+        self.data = data
+        self.requestTime = requestTime
+        self.responseTime = responseTime
+        self.varyValues = varyValues
+        self.policyKey = policyKey
+    }
+
+    // MARK: - Helpers
+
+    /// The lower-cased field names of a response's `Vary`.
+    static func varyNames(of response: HTTPURLResponse) -> [String] {
+        guard let vary = response.value(forHTTPHeaderField: "Vary") else { return [] }
+        return vary.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            .filter { !$0.isEmpty }
+    }
+
+    /// A field value as `Vary` compares it: whitespace around commas ignored; an absent field is "".
+    private static func normalized(_ value: String?) -> String {
+        (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+    }
+
+    static func withoutFragment(_ url: URL) -> String {
+        let text = url.absoluteString
+        return text.firstIndex(of: "#").map { String(text[..<$0]) } ?? text
+    }
+}

@@ -1,0 +1,147 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One task's dealings with the ``ResponseCache``, transfer by transfer: the plan before a request goes out, the
+/// stored response a 304 confirmed, the response being kept to store once its body has arrived.
+///
+/// Used by ``CurlTaskDriver`` on the manager's delegate queue (and for the task's first request, before any event
+/// exists), like the rest of its conversation.
+struct CacheExchange {
+    /// What the task does before a transfer.
+    enum Start {
+        /// Send this request (the original, or made conditional).
+        case send(URLRequest)
+        /// Answer with this stored response; no transfer.
+        case serve(CacheEntry)
+        /// Nothing stored, and the request may not use the network.
+        case unavailable
+    }
+
+    let cache: ResponseCache
+    /// The configuration key of the task's policy, computed when first needed.
+    private let policy: SecurityPolicy
+    private var policyKey: String?
+
+    /// The stored response being revalidated by the running transfer.
+    private var candidate: CacheEntry?
+    /// A 304 confirmed `candidate`: its body goes to the task when the transfer ends.
+    private(set) var confirmed: CacheEntry?
+    /// Whether the running transfer's response may be stored.
+    private var storesResponse = false
+    private var requestTime = Date()
+    /// The response being kept for the cache, with its body so far.
+    private var kept: (request: URLRequest, response: HTTPURLResponse, responseTime: Date, body: Data)?
+
+    init(cache: ResponseCache, policy: SecurityPolicy) {
+        self.cache = cache
+        self.policy = policy
+    }
+
+    private mutating func key() -> String {
+        if let policyKey { return policyKey }
+        let key = policy.configurationKey
+        policyKey = key
+        return key
+    }
+
+    /// Plans the transfer of `request` (the task's first, or the next after a redirect).
+    mutating func start(_ request: URLRequest) -> Start {
+        (candidate, confirmed, kept, storesResponse, requestTime) = (nil, nil, nil, false, Date())
+        var computedKey = policyKey
+        let plan = cache.plan(for: request) {
+            if let computedKey { return computedKey }
+            let key = policy.configurationKey
+            computedKey = key
+            return key
+        }
+        policyKey = computedKey
+        switch plan {
+        case .bypass:
+            return .send(request)
+        case .network:
+            storesResponse = true
+            return .send(request)
+        case .networkPastRemoteCaches:
+            storesResponse = true
+            var request = request
+            if request.value(forHTTPHeaderField: "Cache-Control") == nil {
+                request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
+                request.setValue("no-cache", forHTTPHeaderField: "Pragma")
+            }
+            return .send(request)
+        case .serve(let entry):
+            return .serve(entry)
+        case .revalidate(let entry, let conditional):
+            candidate = entry
+            storesResponse = true
+            return .send(conditional)
+        case .unavailable:
+            return .unavailable
+        }
+    }
+
+    /// The final response head of the running transfer arrived: the response the task delivers (a 304 to its own
+    /// revalidation becomes the stored response, updated); a storable one starts being kept.
+    /// `fields` are the response's fields as received: a response with none of the fields that make it storable
+    /// (most API responses) is passed on after one look at their names.
+    mutating func received(
+        _ response: HTTPURLResponse, fields: [(String, String)], for request: URLRequest,
+        authenticated: @autoclosure () -> Bool
+    ) -> HTTPURLResponse {
+        guard candidate != nil || (storesResponse && fields.contains(where: { Self.makesStorable($0.0) })) else {
+            return response
+        }
+        let now = Date()
+        if response.statusCode == 304, let candidate,
+            let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
+        {
+            confirmed = updated
+            cache.save(updated, for: request)
+            return updated.response
+        }
+        if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated()) == nil,
+            response.expectedContentLength <= Int64(cache.maximumBodySize)
+        {
+            kept = (request, response, now, Data())
+        }
+        return response
+    }
+
+    /// Whether a field named `name` can make a response storable: explicit freshness, a validator, `public`.
+    private static func makesStorable(_ name: String) -> Bool {
+        name.equalsIgnoringASCIICase("Cache-Control") || name.equalsIgnoringASCIICase("Expires")
+            || name.equalsIgnoringASCIICase("ETag") || name.equalsIgnoringASCIICase("Last-Modified")
+    }
+
+    /// Body bytes of the running transfer (not those of a 304).
+    mutating func receivedBody(_ data: Data) {
+        guard kept != nil else { return }
+        if (kept?.body.count ?? 0) + data.count > cache.maximumBodySize {
+            kept = nil  // too large to be worth a twentieth of the cache
+        } else {
+            kept?.body.append(data)
+        }
+    }
+
+    /// The running transfer ended: stores the kept response when it ended well, and drops what an unsafe method
+    /// with a successful response changed (RFC 9111 4.4).
+    mutating func ended(_ request: URLRequest, response: URLResponse?, failed: Bool) {
+        defer { (kept, candidate) = (nil, nil) }
+        guard !failed else { return }
+        if let kept {
+            let entry = CacheEntry(
+                response: kept.response, data: kept.body, request: kept.request, requestTime: requestTime,
+                responseTime: kept.responseTime, policyKey: key())
+            cache.save(entry, for: kept.request)
+        }
+        let method = request.httpMethod?.uppercased() ?? "GET"
+        if !["GET", "HEAD", "OPTIONS", "TRACE"].contains(method), let url = request.url,
+            let status = (response as? HTTPURLResponse)?.statusCode, (200..<400).contains(status)
+        {
+            cache.invalidate(url)
+        }
+    }
+}

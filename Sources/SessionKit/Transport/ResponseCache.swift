@@ -1,0 +1,199 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The curl transport's HTTP cache: RFC 9111's private cache over the session configuration's `URLCache`.
+///
+/// For each request it plans (``plan(for:policyKey:)``): answer from a stored response, revalidate one, or go to the
+/// network; it stores what may be stored and drops what an unsafe method changed. Only GET requests take part; a
+/// request that carries its own conditional or range fields is the caller's business and passes untouched.
+///
+/// The `URLCache` of Linux answers a miss by listing its disk directory, which would cost more than a whole small
+/// GET. So the cache remembers, per `URLCache` and for a few seconds, the URLs it found nothing for under the default
+/// policy, and what it stored itself: a request to a URL nothing is stored for costs a dictionary lookup.
+final class ResponseCache: @unchecked Sendable {
+    // @unchecked Sendable: `store` is Foundation's thread-safe `URLCache`; `index` is a lock-protected box shared by
+    // every `ResponseCache` of that `URLCache`; the rest is immutable.
+
+    /// What to do with a request.
+    enum Plan {
+        /// Go to the network; store the response if it may be.
+        case network
+        /// Go to the network with `Cache-Control: no-cache` for the caches on the way
+        /// (`.reloadIgnoringLocalAndRemoteCacheData`); store the response if it may be.
+        case networkPastRemoteCaches
+        /// Neither read nor store: not a GET, or the request is conditional or partial on its own.
+        case bypass
+        /// Answer with this stored response, without the network.
+        case serve(CacheEntry)
+        /// Send this conditional request; a 304 answers with the stored response, updated.
+        case revalidate(CacheEntry, conditional: URLRequest)
+        /// Nothing stored and the policy forbids the network (`.returnCacheDataDontLoad`, `only-if-cached`).
+        case unavailable
+    }
+
+    let store: URLCache
+    /// The configuration's `requestCachePolicy`, for requests that leave theirs at `.useProtocolCachePolicy`.
+    let defaultPolicy: URLRequest.CachePolicy
+    private let index: Index
+
+    /// The cache of `configuration`, or nil when it has no `URLCache`.
+    init?(configuration: URLSessionConfiguration) {
+        guard let store = configuration.urlCache else { return nil }
+        self.store = store
+        self.defaultPolicy = configuration.requestCachePolicy
+        self.index = Index.shared(for: store)
+    }
+
+    /// Fields that make a request conditional or partial: such a request is passed on as it is.
+    private static let callerFields = [
+        "Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since",
+    ]
+
+    /// What to do with `request`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https
+    /// response is only used again under the policy whose handshake delivered it.
+    func plan(for request: URLRequest, policyKey: () -> String) -> Plan {
+        guard request.httpMethod == nil || request.httpMethod == "GET", let url = request.url else { return .bypass }
+        // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
+        var requestControl = CacheControl()
+        if let fields = request.allHTTPHeaderFields, !fields.isEmpty {
+            var pragmaNoCache = false
+            for (name, value) in fields {
+                if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
+                if name.equalsIgnoringASCIICase("Cache-Control") {
+                    requestControl = CacheControl(value)
+                } else if name.equalsIgnoringASCIICase("Pragma"), value.lowercased().contains("no-cache") {
+                    pragmaNoCache = true
+                }
+            }
+            if requestControl.isEmpty, pragmaNoCache { requestControl.noCache = true }  // RFC 9111 5.4
+        }
+        let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
+        switch policy {
+        case .reloadIgnoringLocalCacheData: return .network
+        case .reloadIgnoringLocalAndRemoteCacheData: return .networkPastRemoteCaches
+        default: break
+        }
+        let key = CacheEntry.withoutFragment(url)
+        // Under the default policy a URL known to have nothing stored skips the URLCache (see the type's notes).
+        let consultStore = policy != .useProtocolCachePolicy || index.mayHold(key)
+        var entry: CacheEntry?
+        if consultStore {
+            entry = store.cachedResponse(for: request).flatMap(CacheEntry.init).flatMap { entry in
+                guard entry.matches(request) else { return nil }
+                if url.scheme?.lowercased() == "https", entry.policyKey != policyKey() { return nil }
+                return entry
+            }
+            if entry == nil, policy == .useProtocolCachePolicy { index.markAbsent(key) }
+        }
+        let now = Date()
+        switch (policy, entry) {
+        case (.returnCacheDataDontLoad, let entry?):
+            return .serve(entry)
+        case (.returnCacheDataDontLoad, nil):
+            return .unavailable
+        case (.returnCacheDataElseLoad, let entry?):
+            // Whatever its age, except a stale response that must be revalidated (RFC 9111 5.2.2.2).
+            if entry.control.mustRevalidate, entry.currentAge(at: now) >= entry.freshnessLifetime {
+                return revalidation(of: entry, for: request)
+            }
+            return .serve(entry)
+        case (.reloadRevalidatingCacheData, let entry?):
+            return revalidation(of: entry, for: request)
+        case (_, let entry?):
+            if entry.isUsableWithoutValidation(for: request, at: now) { return .serve(entry) }
+            if requestControl.onlyIfCached { return .unavailable }
+            return revalidation(of: entry, for: request)
+        case (_, nil):
+            return requestControl.onlyIfCached ? .unavailable : .network
+        }
+    }
+
+    private func revalidation(of entry: CacheEntry, for request: URLRequest) -> Plan {
+        guard let conditional = entry.conditionalRequest(for: request) else { return .network }
+        return .revalidate(entry, conditional: conditional)
+    }
+
+    /// The largest body stored: a twentieth of the cache, as Apple's URLSession does.
+    var maximumBodySize: Int { max(store.memoryCapacity, store.diskCapacity) / 20 }
+
+    /// Stores `entry` as the answer to `request`.
+    func save(_ entry: CacheEntry, for request: URLRequest) {
+        guard let url = request.url else { return }
+        store.storeCachedResponse(entry.cachedURLResponse, for: request)
+        index.markPresent(CacheEntry.withoutFragment(url))
+    }
+
+    /// Drops what is stored for `url` after an unsafe method changed it (RFC 9111 4.4); only responses this process
+    /// stored are known.
+    func invalidate(_ url: URL) {
+        let key = CacheEntry.withoutFragment(url)
+        guard index.holds(key) else { return }
+        store.removeCachedResponse(for: URLRequest(url: url))
+        index.markAbsent(key)
+    }
+
+    /// What the caches of one `URLCache` know of its contents: URLs stored, URLs found empty (for a few seconds, so
+    /// that an entry someone else stores is found soon after).
+    final class Index: @unchecked Sendable {
+        // @unchecked Sendable: `entries` is a `Protected` box; `store` is only compared.
+
+        private enum Knowledge {
+            case present
+            case absent(until: Date)
+        }
+
+        private static let absentFor: TimeInterval = 5
+        private static let capacity = 4096
+        private static let indexes = Protected<[ObjectIdentifier: Index]>([:])
+
+        private weak var store: URLCache?
+        private let entries = Protected<[String: Knowledge]>([:])
+
+        private init(store: URLCache) { self.store = store }
+
+        /// The index of `store`, shared by every manager that uses it.
+        static func shared(for store: URLCache) -> Index {
+            indexes.write { indexes in
+                let id = ObjectIdentifier(store)
+                if let index = indexes[id], index.store === store { return index }
+                indexes = indexes.filter { $0.value.store != nil }  // forget caches that are gone
+                let index = Index(store: store)
+                indexes[id] = index
+                return index
+            }
+        }
+
+        /// False only when the URL was found empty a moment ago.
+        func mayHold(_ key: String) -> Bool {
+            entries.read { entries in
+                guard case .absent(let until)? = entries[key] else { return true }
+                return until < Date()
+            }
+        }
+
+        /// Whether this process stored a response for the URL.
+        func holds(_ key: String) -> Bool {
+            entries.read { entries in
+                if case .present? = entries[key] { return true }
+                return false
+            }
+        }
+
+        func markAbsent(_ key: String) { set(.absent(until: Date().addingTimeInterval(Self.absentFor)), for: key) }
+
+        func markPresent(_ key: String) { set(.present, for: key) }
+
+        private func set(_ knowledge: Knowledge, for key: String) {
+            entries.write { entries in
+                if entries.count >= Self.capacity, entries[key] == nil {
+                    entries = entries.filter { if case .present = $0.value { return true } else { return false } }
+                    if entries.count >= Self.capacity { entries.removeAll() }
+                }
+                entries[key] = knowledge
+            }
+        }
+    }
+}

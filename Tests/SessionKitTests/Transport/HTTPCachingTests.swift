@@ -1,0 +1,389 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// RFC 9111 caching on the curl transport, with the configuration's `URLCache` as the store: each rule checked by what
+/// the loopback server received (how many requests, which conditional fields) and which body came back (every body of
+/// the caching endpoints carries a serial number).
+final class HTTPCachingTests: LoopbackTestCase {
+    private struct Answer {
+        let response: HTTPURLResponse
+        let serial: Int?
+        let object: [String: Any]
+    }
+
+    /// A curl manager whose configuration has a URLCache of its own (in memory, or on disk in `directory`).
+    private func cachingManager(
+        policy: URLRequest.CachePolicy = .useProtocolCachePolicy, directory: URL? = nil,
+        securityPolicy: SecurityPolicy? = nil, baseURL: URL? = nil
+    ) -> (HTTPSessionManager, URLCache) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let path = (directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-\(UUID())"))
+        let cache = URLCache(
+            memoryCapacity: 4 << 20, diskCapacity: directory == nil ? 0 : 8 << 20, diskPath: path.path)
+        configuration.urlCache = cache
+        configuration.requestCachePolicy = policy
+        let manager = HTTPSessionManager(baseURL: baseURL ?? server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        if let securityPolicy { manager.securityPolicy = securityPolicy }
+        return (manager, cache)
+    }
+
+    /// One GET through the manager's data task; throws its error.
+    private func get(
+        _ manager: URLSessionManager, _ url: URL, headers: [String: String] = [:],
+        policy: URLRequest.CachePolicy = .useProtocolCachePolicy, method: String = "GET",
+        file: StaticString = #filePath, line: UInt = #line
+    ) async throws -> Answer {
+        var request = URLRequest(url: url, cachePolicy: policy)
+        request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+        let (response, object, error): (URLResponse?, Any?, Error?) = try await awaitCallback(
+            file: file, line: line
+        ) { done in
+            manager.dataTask(with: request) { done(($0, $1, $2)) }.resume()
+        }
+        if let error { throw error }
+        let http = try XCTUnwrap(response as? HTTPURLResponse, file: file, line: line)
+        let json = object as? [String: Any] ?? [:]
+        return Answer(response: http, serial: json["serial"] as? Int, object: json)
+    }
+
+    /// The requests the server received for `path` (query included), in order.
+    private func received(_ path: String) -> [RecordedRequest] {
+        server.requests.filter { $0.uri == path }
+    }
+
+    private func header(_ name: String, of request: RecordedRequest) -> String? {
+        request.headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+
+    private static func httpDate(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+        return formatter.string(from: date)
+    }
+
+    private func query(_ pairs: [(String, String)]) -> String {
+        var components = URLComponents()
+        components.queryItems = pairs.map { URLQueryItem(name: $0.0, value: $0.1) }
+        let encoded = components.percentEncodedQuery ?? ""
+        return "/cacheable?" + encoded.replacingOccurrences(of: "+", with: "%2B")
+    }
+
+    // MARK: - Freshness
+
+    func testFreshResponseIsServedWithoutAskingTheServer() async throws {
+        let (manager, cache) = cachingManager()
+        let first = try await get(manager, server.url("/cache/60"))
+        let second = try await get(manager, server.url("/cache/60"))
+        XCTAssertEqual(received("/cache/60").count, 1, "max-age=60: the second GET is answered from the cache")
+        XCTAssertEqual(second.response.statusCode, 200)
+        XCTAssertEqual(first.serial, second.serial, "the stored body")
+        XCTAssertNotNil(cache.cachedResponse(for: URLRequest(url: server.url("/cache/60"))))
+        let other = try await get(manager, server.url("/cache/60?other"))
+        XCTAssertNotEqual(other.serial, first.serial, "another query is another resource")
+        XCTAssertEqual(received("/cache/60?other").count, 1)
+    }
+
+    func testSharedMaxAgeAloneGivesAPrivateCacheNoFreshness() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "s-maxage=600")])
+        _ = try await get(manager, server.url(path))
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 2, "s-maxage is a shared cache's lifetime")
+    }
+
+    func testExpiresAgainstDateDecidesFreshness() async throws {
+        let (manager, _) = cachingManager()
+        let now = Date()
+        let fresh = query([("Date", Self.httpDate(now)), ("Expires", Self.httpDate(now.addingTimeInterval(600)))])
+        let expired = query([("Date", Self.httpDate(now)), ("Expires", Self.httpDate(now.addingTimeInterval(-60)))])
+        let invalid = query([("Date", Self.httpDate(now)), ("Expires", "0")])
+        for path in [fresh, expired, invalid] {
+            _ = try await get(manager, server.url(path))
+            _ = try await get(manager, server.url(path))
+        }
+        XCTAssertEqual(received(fresh).count, 1, "Expires ten minutes after Date: fresh")
+        XCTAssertEqual(received(expired).count, 2, "Expires before Date: stale, and nothing to revalidate with")
+        XCTAssertEqual(received(invalid).count, 2, "an invalid Expires means already expired")
+    }
+
+    func testMaxAgeWinsOverExpires() async throws {
+        let (manager, _) = cachingManager()
+        let now = Date()
+        let path = query([
+            ("Cache-Control", "max-age=0"), ("Date", Self.httpDate(now)),
+            ("Expires", Self.httpDate(now.addingTimeInterval(600))),
+        ])
+        _ = try await get(manager, server.url(path))
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 2)
+    }
+
+    func testHeuristicFreshnessOnlyFromLastModified() async throws {
+        let (manager, _) = cachingManager()
+        let now = Date()
+        let heuristic = query([
+            ("Date", Self.httpDate(now)), ("Last-Modified", Self.httpDate(now.addingTimeInterval(-10 * 86_400))),
+        ])
+        let nothing = query([("Date", Self.httpDate(now)), ("X-Plain", "1")])
+        for path in [heuristic, nothing] {
+            _ = try await get(manager, server.url(path))
+            _ = try await get(manager, server.url(path))
+        }
+        XCTAssertEqual(received(heuristic).count, 1, "modified ten days ago: fresh for a tenth of that")
+        XCTAssertEqual(received(nothing).count, 2, "no explicit or heuristic freshness: never fresh")
+    }
+
+    func testAgeAndRequestMaxStaleAndMustRevalidate() async throws {
+        let (manager, _) = cachingManager()
+        let stale = query([("Cache-Control", "max-age=60"), ("Age", "100")])
+        let mustRevalidate = query([("Cache-Control", "max-age=60, must-revalidate"), ("Age", "100")])
+        for path in [stale, mustRevalidate] {
+            _ = try await get(manager, server.url(path))
+            _ = try await get(manager, server.url(path))
+            _ = try await get(manager, server.url(path), headers: ["Cache-Control": "max-stale=120"])
+        }
+        XCTAssertEqual(received(stale).count, 2, "Age 100 > max-age 60: stale; max-stale=120 accepts it")
+        XCTAssertEqual(received(mustRevalidate).count, 3, "must-revalidate: never used stale, max-stale or not")
+    }
+
+    func testRequestNoCacheAndMaxAgeAskTheServer() async throws {
+        let (manager, _) = cachingManager()
+        _ = try await get(manager, server.url("/cache/60"))
+        _ = try await get(manager, server.url("/cache/60"), headers: ["Cache-Control": "no-cache"])
+        _ = try await get(manager, server.url("/cache/60"), headers: ["Pragma": "no-cache"])
+        _ = try await get(manager, server.url("/cache/60"), headers: ["Cache-Control": "max-age=0"])
+        XCTAssertEqual(received("/cache/60").count, 4)
+    }
+
+    // MARK: - Revalidation
+
+    func testETagRevalidationWith304ServesTheStoredBodyAndUpdatesItsFields() async throws {
+        let (manager, cache) = cachingManager()
+        let path = query([("Cache-Control", "no-cache"), ("ETag", "\"v1\"")])
+        let first = try await get(manager, server.url(path))
+        let second = try await get(manager, server.url(path))
+        let requests = received(path)
+        XCTAssertEqual(requests.count, 2, "no-cache: revalidated on each use")
+        XCTAssertNil(header("If-None-Match", of: requests[0]))
+        XCTAssertEqual(header("If-None-Match", of: requests[1]), "\"v1\"")
+        XCTAssertEqual(second.response.statusCode, 200, "the 304 is answered with the stored response")
+        XCTAssertEqual(second.serial, first.serial, "the stored body, not the 304's empty one")
+        XCTAssertNotNil(second.serial)
+        let stored = try XCTUnwrap(cache.cachedResponse(for: URLRequest(url: server.url(path)))?.response)
+        XCTAssertNotNil((stored as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Revalidation"))
+        XCTAssertEqual(
+            second.response.value(forHTTPHeaderField: "X-Revalidation"),
+            (stored as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Revalidation"),
+            "the 304's fields update the stored response and the delivered one")
+    }
+
+    func testLastModifiedRevalidationSendsIfModifiedSince() async throws {
+        let (manager, _) = cachingManager()
+        let modified = "Sat, 01 Jan 2000 00:00:00 GMT"
+        let path = query([("Cache-Control", "max-age=0"), ("Last-Modified", modified)])
+        let first = try await get(manager, server.url(path))
+        let second = try await get(manager, server.url(path))
+        let requests = received(path)
+        XCTAssertEqual(requests.count, 2)
+        XCTAssertEqual(header("If-Modified-Since", of: requests[1]), modified)
+        XCTAssertEqual(second.serial, first.serial)
+    }
+
+    func testHTTPBinCacheEndpointsFollowTheRules() async throws {
+        let (manager, _) = cachingManager()
+        let first = try await get(manager, server.url("/cache"))
+        let heuristic = try await get(manager, server.url("/cache"))
+        XCTAssertEqual(received("/cache").count, 1, "Last-Modified in 2000, no Date: fresh for a day by heuristic")
+        XCTAssertEqual(first.serial, heuristic.serial)
+        _ = try await get(manager, server.url("/cache"), policy: .reloadRevalidatingCacheData)
+        XCTAssertNotNil(header("If-None-Match", of: received("/cache")[1]))
+        XCTAssertNotNil(header("If-Modified-Since", of: received("/cache")[1]))
+        let tagged = try await get(manager, server.url("/etag/one"))
+        let again = try await get(manager, server.url("/etag/one"))
+        XCTAssertEqual(received("/etag/one").count, 2, "an entity tag and no freshness: revalidated each time")
+        XCTAssertEqual(tagged.serial, again.serial, "a matching entity tag: 304, the stored body")
+    }
+
+    func testCallersOwnConditionalRequestGetsThe304() async throws {
+        let (manager, _) = cachingManager()
+        let serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(200..<400)
+        manager.responseSerializer = serializer
+        _ = try await get(manager, server.url("/etag/mine"))
+        let answer = try await get(manager, server.url("/etag/mine"), headers: ["If-None-Match": "\"mine\""])
+        XCTAssertEqual(answer.response.statusCode, 304, "a request conditional on its own passes untouched")
+    }
+
+    // MARK: - Vary, authentication, unsafe methods, policy
+
+    func testVarySelectsByTheNamedRequestFields() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "max-age=60"), ("Vary", "Accept-Language")])
+        let english = try await get(manager, server.url(path), headers: ["Accept-Language": "en"])
+        let englishAgain = try await get(manager, server.url(path), headers: ["Accept-Language": "en"])
+        let french = try await get(manager, server.url(path), headers: ["Accept-Language": "fr"])
+        XCTAssertEqual(received(path).count, 2)
+        XCTAssertEqual(english.serial, englishAgain.serial)
+        XCTAssertEqual(french.object["Accept-Language"] as? String, "fr")
+        let star = query([("Cache-Control", "max-age=60"), ("Vary", "*")])
+        _ = try await get(manager, server.url(star))
+        _ = try await get(manager, server.url(star))
+        XCTAssertEqual(received(star).count, 2, "Vary: * is never stored")
+    }
+
+    func testAuthenticatedResponseIsStoredOnlyWhenItSaysSo() async throws {
+        let (manager, _) = cachingManager()
+        let plain = query([("Cache-Control", "max-age=60")])
+        let publicOne = query([("Cache-Control", "public, max-age=60")])
+        for path in [plain, publicOne] {
+            _ = try await get(manager, server.url(path), headers: ["Authorization": "Bearer secret"])
+            _ = try await get(manager, server.url(path), headers: ["Authorization": "Bearer secret"])
+        }
+        XCTAssertEqual(received(plain).count, 2, "a response to an authenticated request is not stored by default")
+        XCTAssertEqual(received(publicOne).count, 1, "public says it may be")
+    }
+
+    func testNoStoreIsNeverStored() async throws {
+        let (manager, cache) = cachingManager()
+        let path = query([("Cache-Control", "no-store, max-age=60")])
+        _ = try await get(manager, server.url(path))
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 2)
+        XCTAssertNil(cache.cachedResponse(for: URLRequest(url: server.url(path))))
+        _ = try await get(manager, server.url("/cache/60"), headers: ["Cache-Control": "no-store"])
+        XCTAssertNil(cache.cachedResponse(for: URLRequest(url: server.url("/cache/60"))), "request no-store")
+    }
+
+    func testUnsafeMethodInvalidatesTheStoredResponse() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "max-age=60")])
+        _ = try await get(manager, server.url(path))
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 1)
+        _ = try await get(manager, server.url(path), method: "POST")
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 3, "after a successful POST the GET goes to the server")
+    }
+
+    func testResponseRefusedByTheSecurityPolicyIsNotStoredAndPoliciesDoNotShare() async throws {
+        let tlsServer = try await LoopbackServer.start(tls: TestCertificates.served("intermediate-localhost"))
+        defer { Task { try? await tlsServer.shutdown() } }
+        let root = try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
+        let baseURL = try XCTUnwrap(URL(string: "https://localhost:\(tlsServer.port)"))
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-tls-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let unrelated = try TestCertificates.derCertificate(
+            at: TestCertificates.directory.appendingPathComponent("wrong-host.pem"))
+        let url = baseURL.appendingPathComponent("cache/60")
+
+        /// AFNetworking's rule for a private CA: the pins alone decide.
+        func pinning(_ certificate: Data) -> SecurityPolicy {
+            let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [certificate])
+            policy.allowInvalidCertificates = true
+            return policy
+        }
+        let (refused, cache) = cachingManager(
+            directory: directory, securityPolicy: pinning(unrelated), baseURL: baseURL)
+        do {
+            _ = try await get(refused, url)
+            XCTFail("the pin does not match")
+        } catch {}
+        XCTAssertEqual(tlsServer.requestCount, 0)
+        XCTAssertNil(cache.cachedResponse(for: URLRequest(url: url)))
+
+        let (pinned, _) = cachingManager(
+            directory: directory,
+            securityPolicy: pinning(root), baseURL: baseURL)
+        _ = try await get(pinned, url)
+        _ = try await get(pinned, url)
+        XCTAssertEqual(tlsServer.requestCount, 1, "stored under the pinning policy, served under it")
+
+        let (other, _) = cachingManager(
+            directory: directory, securityPolicy: SecurityPolicy(trustingRootCertificates: [root]), baseURL: baseURL)
+        _ = try await get(other, url)
+        XCTAssertEqual(tlsServer.requestCount, 2, "another policy does not take a response another handshake checked")
+    }
+
+    // MARK: - URLRequest.CachePolicy
+
+    func testReloadPoliciesIgnoreTheStoredResponse() async throws {
+        let (manager, _) = cachingManager()
+        _ = try await get(manager, server.url("/cache/60"))
+        _ = try await get(manager, server.url("/cache/60"), policy: .reloadIgnoringLocalCacheData)
+        _ = try await get(manager, server.url("/cache/60"), policy: .reloadIgnoringLocalAndRemoteCacheData)
+        let requests = received("/cache/60")
+        XCTAssertEqual(requests.count, 3)
+        XCTAssertNil(header("If-None-Match", of: requests[1]))
+        XCTAssertNil(header("Cache-Control", of: requests[1]))
+        XCTAssertEqual(header("Cache-Control", of: requests[2]), "no-cache", "and the caches on the way too")
+    }
+
+    func testReloadRevalidatingRevalidatesEvenAFreshResponse() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "max-age=600"), ("ETag", "\"r\"")])
+        let first = try await get(manager, server.url(path))
+        let second = try await get(manager, server.url(path), policy: .reloadRevalidatingCacheData)
+        XCTAssertEqual(received(path).count, 2)
+        XCTAssertEqual(header("If-None-Match", of: received(path)[1]), "\"r\"")
+        XCTAssertEqual(first.serial, second.serial)
+    }
+
+    func testReturnCacheDataPoliciesUseAStaleResponseAndDontLoadFailsWhenNothingIsStored() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "max-age=60"), ("Age", "3600")])
+        let first = try await get(manager, server.url(path))
+        let elseLoad = try await get(manager, server.url(path), policy: .returnCacheDataElseLoad)
+        let dontLoad = try await get(manager, server.url(path), policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(received(path).count, 1, "stale, but these policies take it")
+        XCTAssertEqual(elseLoad.serial, first.serial)
+        XCTAssertEqual(dontLoad.serial, first.serial)
+        _ = try await get(manager, server.url("/cache/60?new"), policy: .returnCacheDataElseLoad)
+        XCTAssertEqual(received("/cache/60?new").count, 1, "nothing stored: loaded")
+        do {
+            _ = try await get(manager, server.url("/cache/60?never"), policy: .returnCacheDataDontLoad)
+            XCTFail("nothing stored and no loading")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(error)")
+        }
+        XCTAssertEqual(received("/cache/60?never").count, 0)
+    }
+
+    func testConfigurationPolicyAppliesToRequestsThatKeepTheDefault() async throws {
+        let (manager, _) = cachingManager(policy: .reloadIgnoringLocalCacheData)
+        _ = try await get(manager, server.url("/cache/60"))
+        _ = try await get(manager, server.url("/cache/60"))
+        XCTAssertEqual(received("/cache/60").count, 2)
+        _ = try await get(manager, server.url("/cache/60"), policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(received("/cache/60").count, 2, "the request's own policy wins")
+    }
+
+    func testStoredOnDiskIsFoundByAnotherCacheOnTheSameDirectory() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-disk-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (writer, _) = cachingManager(directory: directory)
+        let path = query([("Cache-Control", "max-age=600"), ("Vary", "Accept-Language")])
+        let first = try await get(writer, server.url(path), headers: ["Accept-Language": "en"])
+        let (reader, _) = cachingManager(directory: directory)
+        let again = try await get(reader, server.url(path), headers: ["Accept-Language": "en"])
+        XCTAssertEqual(received(path).count, 1, "the entry and what it was stored with survive the disk")
+        XCTAssertEqual(first.serial, again.serial)
+    }
+
+    func testWithoutAURLCacheEveryRequestGoesOut() async throws {
+        let manager = makeManager(transport: .curl)
+        _ = try await get(manager, server.url("/cache/60"))
+        _ = try await get(manager, server.url("/cache/60"))
+        XCTAssertEqual(received("/cache/60").count, 2)
+    }
+}
