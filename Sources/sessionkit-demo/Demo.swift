@@ -164,6 +164,39 @@ struct Demo {
             print("   requests the server received for it: \(tls.requestCount - before) (no headers, no cookie sent)")
             guard tls.requestCount == before else { throw DemoError("the refused request reached the server") }
         }
+
+        try await cachingStep(server)
+    }
+
+    /// 8. The HTTP cache of the curl transport: a stored response revalidated with a 304, then a fresh one.
+    static func cachingStep(_ server: LoopbackServer) async throws {
+        step(8, "HTTP cache: a stored response revalidated with a 304 (curl transport, URLCache)")
+        let configuration = URLSessionConfiguration.default
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-demo-cache")
+        configuration.urlCache = URLCache(memoryCapacity: 4 << 20, diskCapacity: 0, diskPath: directory.path)
+        let cached = HTTPSessionManager(baseURL: server.url("/"), sessionConfiguration: configuration)
+        // An entity tag and `no-cache`: stored, and revalidated before each use.
+        let path = "cacheable?ETag=%22v1%22&Cache-Control=no-cache"
+        let first = try await cached.get(path)
+        let firstSerial = (first.object as? [String: Any])?["serial"] as? Int ?? 0
+        print("   GET \(path): status \(first.statusCode) from the server (body #\(firstSerial)), stored")
+        let second = try await cached.get(path)
+        let sent = server.requests.last
+        let secondSerial = (second.object as? [String: Any])?["serial"] as? Int ?? 0
+        let revalidation = second.response.value(forHTTPHeaderField: "X-Revalidation") ?? "-"
+        print("   again: sent If-None-Match: \(sent?.header("If-None-Match") ?? "nothing")")
+        print("   the server answered 304 Not Modified (its X-Revalidation: \(revalidation))")
+        print("   delivered: status \(second.statusCode) with the stored body (#\(secondSerial)), fields updated")
+        guard sent?.header("If-None-Match") == "\"v1\"", secondSerial == firstSerial, revalidation != "-" else {
+            throw DemoError("the second GET was not revalidated with a 304")
+        }
+        let before = server.requestCount
+        _ = try await cached.get("cache/60")
+        let fresh = try await cached.get("cache/60")
+        print(
+            "   GET cache/60 twice (max-age=60): status \(fresh.statusCode), "
+                + "\(server.requestCount - before) request reached the server")
+        guard server.requestCount - before == 1 else { throw DemoError("a fresh response went to the server") }
     }
 
     // MARK: - Printing

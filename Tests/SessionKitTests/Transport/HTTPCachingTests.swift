@@ -100,6 +100,10 @@ final class HTTPCachingTests: LoopbackTestCase {
         _ = try await get(manager, server.url(path))
         _ = try await get(manager, server.url(path))
         XCTAssertEqual(received(path).count, 2, "s-maxage is a shared cache's lifetime")
+        let both = query([("Cache-Control", "s-maxage=0, max-age=600")])
+        _ = try await get(manager, server.url(both))
+        _ = try await get(manager, server.url(both))
+        XCTAssertEqual(received(both).count, 1, "max-age is the private cache's")
     }
 
     func testExpiresAgainstDateDecidesFreshness() async throws {
@@ -164,6 +168,8 @@ final class HTTPCachingTests: LoopbackTestCase {
         _ = try await get(manager, server.url("/cache/60"), headers: ["Pragma": "no-cache"])
         _ = try await get(manager, server.url("/cache/60"), headers: ["Cache-Control": "max-age=0"])
         XCTAssertEqual(received("/cache/60").count, 4)
+        _ = try await get(manager, server.url("/cache/60"))
+        XCTAssertEqual(received("/cache/60").count, 4, "without those directives, the stored response is used")
     }
 
     // MARK: - Revalidation
@@ -378,6 +384,26 @@ final class HTTPCachingTests: LoopbackTestCase {
         let again = try await get(reader, server.url(path), headers: ["Accept-Language": "en"])
         XCTAssertEqual(received(path).count, 1, "the entry and what it was stored with survive the disk")
         XCTAssertEqual(first.serial, again.serial)
+    }
+
+    func testDownloadTaskIsAnsweredFromTheCacheIntoItsFile() async throws {
+        let (manager, _) = cachingManager()
+        var contents: [Data] = []
+        for _ in 0..<2 {
+            let destination = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-dl-\(UUID())")
+            defer { try? FileManager.default.removeItem(at: destination) }
+            let (response, file, error): (URLResponse?, URL?, Error?) = try await awaitCallback { done in
+                manager.downloadTask(
+                    with: URLRequest(url: server.url("/cache/60?download")), destination: { _, _ in destination }
+                ) { done(($0, $1, $2)) }.resume()
+            }
+            XCTAssertNil(error)
+            XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+            contents.append(try Data(contentsOf: try XCTUnwrap(file)))
+        }
+        XCTAssertEqual(received("/cache/60?download").count, 1)
+        XCTAssertEqual(contents[0], contents[1])
+        XCTAssertFalse(contents[0].isEmpty)
     }
 
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
