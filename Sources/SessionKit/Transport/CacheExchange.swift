@@ -32,6 +32,8 @@ struct CacheExchange {
     /// Whether the running transfer's response may be stored.
     private var storesResponse = false
     private var requestTime = Date()
+    /// The URL an unsafe method (POST, PUT, DELETE…) targets: a successful response invalidates what is stored for it.
+    private var unsafeTarget: URL?
     /// The response being kept for the cache, with its body so far.
     private var kept: (request: URLRequest, response: HTTPURLResponse, responseTime: Date, body: Data)?
 
@@ -50,6 +52,11 @@ struct CacheExchange {
     /// Plans the transfer of `request` (the task's first, or the next after a redirect).
     mutating func start(_ request: URLRequest) -> Start {
         (candidate, confirmed, kept, storesResponse, requestTime) = (nil, nil, nil, false, Date())
+        if let method = request.httpMethod, !Self.safeMethods.contains(where: method.equalsIgnoringASCIICase) {
+            unsafeTarget = request.url
+        } else {
+            unsafeTarget = nil
+        }
         var computedKey = policyKey
         let plan = cache.plan(for: request) {
             if let computedKey { return computedKey }
@@ -83,17 +90,20 @@ struct CacheExchange {
         }
     }
 
-    /// The final response head of the running transfer arrived: the response the task delivers (a 304 to its own
-    /// revalidation becomes the stored response, updated); a storable one starts being kept.
-    /// `fields` are the response's fields as received: a response with none of the fields that make it storable
-    /// (most API responses) is passed on after one look at their names.
+    /// Whether the cache needs to see the final response whose fields are `fields`: one being revalidated, or one
+    /// that may be storable (most API responses have none of the fields that make it so: one look at their names).
+    func wantsResponse(withFields fields: [(String, String)]) -> Bool {
+        candidate != nil || (storesResponse && fields.contains(where: { Self.makesStorable($0.0) }))
+    }
+
+    /// The final response head of the running transfer arrived (and ``wantsResponse(withFields:)`` said so): the
+    /// response the task delivers (a 304 to its own revalidation becomes the stored response, updated); a storable one
+    /// starts being kept.
     mutating func received(
-        _ response: HTTPURLResponse, fields: [(String, String)], for request: URLRequest,
-        authenticated: @autoclosure () -> Bool
-    ) -> HTTPURLResponse {
-        guard candidate != nil || (storesResponse && fields.contains(where: { Self.makesStorable($0.0) })) else {
-            return response
-        }
+        _ response: HTTPURLResponse, for request: URLRequest, authenticated: Bool
+    )
+        -> HTTPURLResponse
+    {
         let now = Date()
         if response.statusCode == 304, let candidate,
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
@@ -102,18 +112,12 @@ struct CacheExchange {
             cache.save(updated, for: request)
             return updated.response
         }
-        if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated()) == nil,
+        if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated) == nil,
             response.expectedContentLength <= Int64(cache.maximumBodySize)
         {
             kept = (request, response, now, Data())
         }
         return response
-    }
-
-    /// Whether a field named `name` can make a response storable: explicit freshness, a validator, `public`.
-    private static func makesStorable(_ name: String) -> Bool {
-        name.equalsIgnoringASCIICase("Cache-Control") || name.equalsIgnoringASCIICase("Expires")
-            || name.equalsIgnoringASCIICase("ETag") || name.equalsIgnoringASCIICase("Last-Modified")
     }
 
     /// Body bytes of the running transfer (not those of a 304).
@@ -126,10 +130,14 @@ struct CacheExchange {
         }
     }
 
+    /// Whether the end of the running transfer concerns the cache: a response to store, a stored body to deliver, a
+    /// stored response to invalidate.
+    var hasWorkAtEnd: Bool { kept != nil || confirmed != nil || unsafeTarget != nil }
+
     /// The running transfer ended: stores the kept response when it ended well, and drops what an unsafe method
     /// with a successful response changed (RFC 9111 4.4).
-    mutating func ended(_ request: URLRequest, response: URLResponse?, failed: Bool) {
-        defer { (kept, candidate) = (nil, nil) }
+    mutating func ended(response: URLResponse?, failed: Bool) {
+        defer { (kept, candidate, unsafeTarget) = (nil, nil, nil) }
         guard !failed else { return }
         if let kept {
             let entry = CacheEntry(
@@ -137,11 +145,19 @@ struct CacheExchange {
                 responseTime: kept.responseTime, policyKey: key())
             cache.save(entry, for: kept.request)
         }
-        let method = request.httpMethod?.uppercased() ?? "GET"
-        if !["GET", "HEAD", "OPTIONS", "TRACE"].contains(method), let url = request.url,
-            let status = (response as? HTTPURLResponse)?.statusCode, (200..<400).contains(status)
-        {
-            cache.invalidate(url)
+        if let unsafeTarget, let status = (response as? HTTPURLResponse)?.statusCode, (200..<400).contains(status) {
+            cache.invalidate(unsafeTarget)
         }
+    }
+
+    /// Methods that change nothing on the server (RFC 9110 9.2.1): their responses invalidate nothing.
+    private static let safeMethods = ["GET", "HEAD", "OPTIONS", "TRACE"]
+
+    /// Whether a field named `name` can make a response storable: explicit freshness, a validator, `public`.
+    private static func makesStorable(_ name: String) -> Bool {
+        // Their names start with c, e or l: most fields are ruled out by their first byte.
+        guard let first = name.utf8.first, [0x63, 0x65, 0x6C].contains(first | 0x20) else { return false }
+        return name.equalsIgnoringASCIICase("Cache-Control") || name.equalsIgnoringASCIICase("Expires")
+            || name.equalsIgnoringASCIICase("ETag") || name.equalsIgnoringASCIICase("Last-Modified")
     }
 }

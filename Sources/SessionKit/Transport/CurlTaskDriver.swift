@@ -327,7 +327,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             } else if let challenge = AuthenticationChallengeHeader(response: response) {
                 conversation.held = (response, challenge, Data())  // answered when the transfer ends
             } else {
-                deliverHead(conversation.cache == nil ? response : cacheReceived(response, head.lines), of: task)
+                let wanted = conversation.cache?.wantsResponse(withFields: head.lines) ?? false
+                deliverHead(wanted ? cacheReceived(response) : response, of: task)
             }
         case .data(let data):
             if conversation.held != nil {
@@ -360,7 +361,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             conversation.held = nil
             if let error {
                 if conversation.cache != nil {
-                    conversation.cache?.ended(observed.read { $0.currentRequest }, response: nil, failed: true)
+                    conversation.cache?.ended(response: nil, failed: true)
                 }
                 finish(error)
             } else if let held, let challenge = held.challenge {
@@ -379,19 +380,18 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - HTTP cache (delegate queue)
 
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
-    private func cacheReceived(_ response: HTTPURLResponse, _ fields: [(String, String)]) -> HTTPURLResponse {
+    private func cacheReceived(_ response: HTTPURLResponse) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
         let authenticated =
             request.value(forHTTPHeaderField: "Authorization") != nil || conversation.serverCredential != nil
             || request.url?.user != nil
-        return conversation.cache?.received(response, fields: fields, for: request, authenticated: authenticated)
-            ?? response
+        return conversation.cache?.received(response, for: request, authenticated: authenticated) ?? response
     }
 
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
     private func endCachedExchange(of task: URLSessionTask) {
-        let (request, response) = observed.read { ($0.currentRequest, $0.response) }
-        conversation.cache?.ended(request, response: response, failed: false)
+        guard conversation.cache?.hasWorkAtEnd == true else { return }
+        conversation.cache?.ended(response: observed.read { $0.response }, failed: false)
         if let confirmed = conversation.cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
     }
 

@@ -55,7 +55,8 @@ final class ResponseCache: @unchecked Sendable {
     /// What to do with `request`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https
     /// response is only used again under the policy whose handshake delivered it.
     func plan(for request: URLRequest, policyKey: () -> String) -> Plan {
-        guard request.httpMethod == nil || request.httpMethod == "GET", let url = request.url else { return .bypass }
+        let method = request.httpMethod
+        guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
         var requestControl = CacheControl()
         if let fields = request.allHTTPHeaderFields, !fields.isEmpty {
