@@ -1,0 +1,162 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// A TCP server on an ephemeral 127.0.0.1 port, plain or TLS, for stream tasks: it echoes what it reads, or sends
+/// given bytes (and closes), or stays silent, and records every application byte each connection received (after
+/// TLS), so that a test can prove that nothing was sent.
+///
+/// The server sees a client's half-close (`shutdown(SHUT_WR)`) as ``Connection/inputClosed``; an echoing server then
+/// closes its side too.
+///
+/// ```swift
+/// let server = try await EchoServer.start()
+/// defer { Task { try? await server.shutdown() } }
+/// let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+/// ```
+public final class EchoServer: @unchecked Sendable {
+    // @unchecked Sendable: `log` is a `NIOLockedValueBox`; the rest is immutable after start.
+
+    /// What the server does on each connection.
+    public enum Behaviour: Sendable {
+        /// Writes back every byte it reads; closes once the client closed its write side.
+        case echo
+        /// Writes these bytes once the connection is up, then closes it when `thenClose` is true.
+        case send(Data, thenClose: Bool)
+        /// Never writes.
+        case silent
+    }
+
+    /// What one connection received.
+    public struct Connection: Sendable {
+        /// Every application byte read on it, in order.
+        public var received = Data()
+        /// Whether the client closed its write side while the connection was open (a half-close).
+        public var inputClosed = false
+        /// Whether the connection is closed.
+        public var closed = false
+    }
+
+    /// The port the server listens on.
+    public let port: Int
+    /// Whether the server speaks TLS.
+    public let isTLS: Bool
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    private let log: NIOLockedValueBox<[Connection]>
+
+    private init(
+        port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel,
+        log: NIOLockedValueBox<[Connection]>
+    ) {
+        self.port = port
+        self.isTLS = isTLS
+        self.group = group
+        self.channel = channel
+        self.log = log
+    }
+
+    /// Starts a server.
+    ///
+    /// - Parameters:
+    ///   - tls: The server's certificate and key, or nil for plain TCP.
+    ///   - behaviour: What it does on each connection.
+    public static func start(tls: TestCertificates.Identity? = nil, behaviour: Behaviour = .echo) async throws
+        -> EchoServer
+    {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let log = NIOLockedValueBox<[Connection]>([])
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                let index = log.withLockedValue { log -> Int in
+                    log.append(Connection())
+                    return log.count - 1
+                }
+                let handler = EchoHandler(behaviour: behaviour) { update in
+                    log.withLockedValue { update(&$0[index]) }
+                }
+                return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    try channel.pipeline.syncOperations.addHandler(handler)
+                }
+            }
+        let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+        guard let port = channel.localAddress?.port else {
+            try? await group.shutdownGracefully()
+            throw LoopbackServerError.noPort
+        }
+        return EchoServer(port: port, isTLS: sslContext != nil, group: group, channel: channel, log: log)
+    }
+
+    /// Every connection accepted so far (a refused TLS handshake counts), in order.
+    public var connections: [Connection] { log.withLockedValue { $0 } }
+
+    /// The application bytes received on all connections.
+    public var receivedByteCount: Int { log.withLockedValue { $0.reduce(0) { $0 + $1.received.count } } }
+
+    /// Stops the server.
+    public func shutdown() async throws {
+        try await channel.close()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// Echoes, sends or stays silent on one connection, and records what it reads.
+private final class EchoHandler: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    typealias OutboundOut = ByteBuffer
+
+    private let behaviour: EchoServer.Behaviour
+    private let record: (@escaping (inout EchoServer.Connection) -> Void) -> Void
+
+    init(
+        behaviour: EchoServer.Behaviour,
+        record: @escaping (@escaping (inout EchoServer.Connection) -> Void) -> Void
+    ) {
+        self.behaviour = behaviour
+        self.record = record
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        // With TLS, writes wait in NIOSSL until the handshake is done.
+        guard case .send(let data, let thenClose) = behaviour else { return }
+        let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data)))
+        if thenClose {
+            let channel = context.channel
+            written.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let buffer = unwrapInboundIn(data)
+        let bytes = Data(buffer.readableBytesView)
+        record { $0.received.append(bytes) }
+        if case .echo = behaviour { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) }
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let event = event as? ChannelEvent, event == .inputClosed {
+            record { $0.inputClosed = true }
+            if case .echo = behaviour { context.close(promise: nil) }
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        record { $0.closed = true }
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+}
