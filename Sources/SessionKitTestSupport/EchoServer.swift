@@ -27,6 +27,8 @@ public final class EchoServer: @unchecked Sendable {
         case send(Data, thenClose: Bool)
         /// Never writes.
         case silent
+        /// Never reads nor writes: what a client sends fills the socket buffers.
+        case unread
     }
 
     /// What one connection received.
@@ -83,6 +85,9 @@ public final class EchoServer: @unchecked Sendable {
                     log.withLockedValue { update(&$0[index]) }
                 }
                 return channel.eventLoop.makeCompletedFuture {
+                    if case .unread = behaviour {
+                        try channel.syncOptions?.setOption(ChannelOptions.autoRead, value: false)
+                    }
                     if let sslContext {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }

@@ -119,9 +119,12 @@ final class CurlEngine: @unchecked Sendable {
         enqueue(.addStream(connection))
     }
 
-    /// Makes the engine thread run a pass now (a stream has I/O to do).
+    /// Makes the engine thread run a pass now (a stream has I/O to do); nothing once the engine retired.
     func wake() {
-        curl_multi_wakeup(multi)
+        // Under the lock: a retiring engine marks itself closed under it before cleaning up its multi handle.
+        pending.read { pending in
+            if !pending.closed { curl_multi_wakeup(multi) }
+        }
     }
 
     /// Stops `transfer` on the engine thread; it reports nothing afterwards.

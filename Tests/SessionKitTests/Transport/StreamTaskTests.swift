@@ -228,6 +228,35 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
+    func testWriteTimesOutWhenThePeerDoesNotRead() async throws {
+        let server = try await startServer(behaviour: .unread)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        // More than loopback's socket buffers on both sides can hold.
+        let error = try await write(task, Data(count: 64 << 20), timeout: 0.5) as? URLError
+        XCTAssertEqual(error?.code, .timedOut)
+        XCTAssertEqual(task.state, .running, "a write's timeout fails that write only")
+        XCTAssertGreaterThan(task.countOfBytesSent, 0)
+        XCTAssertLessThan(task.countOfBytesSent, 64 << 20)
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    func testInvalidatingTheSessionCancelsOpenStreams() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let pendingRead = OnceBox<Error?>()
+        task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in pendingRead.resolve(error) }
+        manager.invalidateSessionCancelingTasks(true, resetSession: true)
+        let completion = await observer.completion(of: task)
+        XCTAssertEqual((completion as? URLError)?.code, .cancelled)
+        let readError = try await pendingRead.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((readError as? URLError)?.code, .cancelled)
+    }
+
     func testRefusedConnectionFailsPendingAndLaterOperations() async throws {
         let port = try Self.closedPort()
         let (manager, observer) = makeManager()
