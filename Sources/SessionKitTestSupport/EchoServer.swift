@@ -65,7 +65,9 @@ public final class EchoServer: @unchecked Sendable {
     /// - Parameters:
     ///   - tls: The server's certificate and key, or nil for plain TCP.
     ///   - behaviour: What it does on each connection.
-    public static func start(tls: TestCertificates.Identity? = nil, behaviour: Behaviour = .echo) async throws
+    public static func start(
+        tls: TestCertificates.Identity? = nil, behaviour: Behaviour = .echo
+    ) async throws
         -> EchoServer
     {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)

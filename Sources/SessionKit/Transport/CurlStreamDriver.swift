@@ -182,7 +182,8 @@ final class CurlStreamDriver: @unchecked Sendable {
             }
         }
         for _ in 0..<3 {
-            guard let engine = CurlEngine.engine(forStreamsWith: environment.policy, tlsVersions: environment.tlsVersions)
+            guard
+                let engine = CurlEngine.engine(forStreamsWith: environment.policy, tlsVersions: environment.tlsVersions)
             else { break }
             state.write { $0.engine = engine }
             if engine.add(connection) { return }

@@ -34,7 +34,9 @@ extension SessionStreamTask {
     ///   - maxLength: The most bytes it returns.
     ///   - timeout: Seconds after which the read fails with `URLError.timedOut`; 0 for none.
     /// - Returns: The bytes, and whether the end of stream was reached (then possibly fewer than `minLength`).
-    public func read(minLength: Int = 1, maxLength: Int, timeout: TimeInterval = 0) async throws -> (
+    public func read(
+        minLength: Int = 1, maxLength: Int, timeout: TimeInterval = 0
+    ) async throws -> (
         data: Data, atEOF: Bool
     ) {
         try await withTaskCancellationHandler {

@@ -219,7 +219,8 @@ struct StreamLifecycle {
                 return false
             }
             step.completions.append(
-                .write(id: write.id, error: Self.error(.timedOut, "The write timed out; its unsent bytes were dropped.")))
+                .write(
+                    id: write.id, error: Self.error(.timedOut, "The write timed out; its unsent bytes were dropped.")))
             return true
         }
         guard !step.completions.isEmpty else { return step }
