@@ -41,6 +41,8 @@ final class CurlStreamConnection: @unchecked Sendable {
     private var policyAccepted = false
     private var refusal: SecurityPolicy.Refusal?
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    /// Where `curl_easy_recv` writes, reused (allocated with the connection, never empty).
+    private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveChunk, alignment: 1)
     /// I/O steps in one pass at most, so that one busy stream does not starve the others.
     private static let stepsPerPass = 64
     private static let receiveChunk = 64 * 1024
@@ -86,6 +88,7 @@ final class CurlStreamConnection: @unchecked Sendable {
     deinit {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
+        receiveBuffer.deallocate()
     }
 
     /// The handle left the engine: the connection is closed, and the driver let go.
@@ -130,7 +133,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                 driver.flush()
                 return Interest(release: true)
             case .receive(let count):
-                if let event = receive(atMost: min(count, Self.receiveChunk)) {
+                if let event = receive(atMost: count) {
                     driver.engineUpdate { $0.handle(event) }
                 } else {
                     readBlocked = true
@@ -161,17 +164,14 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// One `curl_easy_recv`: nil when it would block.
     private func receive(atMost count: Int) -> StreamLifecycle.IOEvent? {
         var received = 0
-        var data = Data(count: count)
-        let code = data.withUnsafeMutableBytes { buffer in
-            curl_easy_recv(easy, buffer.baseAddress, count, &received)
-        }
+        let code = curl_easy_recv(easy, receiveBuffer.baseAddress, min(count, receiveBuffer.count), &received)
         switch code {
         case CURLE_AGAIN:
             return nil
         case CURLE_OK where received == 0:
             return .endOfStream
         case CURLE_OK:
-            return .received(data.prefix(received))
+            return .received(Data(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<received])))
         default:
             return .failed(ioError(code, "receiving"))
         }

@@ -260,7 +260,8 @@ struct StreamLifecycle {
         if !writeBlocked, let first = writes.first {
             switch first {
             case .operation(let write) where write.sent < write.data.count:
-                return .send(write.data.subdata(in: write.data.startIndex + write.sent..<write.data.endIndex))
+                // A slice: it shares the write's bytes rather than copying them on every attempt.
+                return .send(write.data[(write.data.startIndex + write.sent)...])
             case .close:
                 return .shutdownWrite
             default:
