@@ -29,6 +29,8 @@ public final class EchoServer: @unchecked Sendable {
         case silent
         /// Never reads nor writes: what a client sends fills the socket buffers.
         case unread
+        /// Plain until the line `STARTTLS\n`, answered with `GO\n`; then TLS with the server's `tls` identity, echoing.
+        case echoUpgradingOnSTARTTLS
     }
 
     /// What one connection received.
@@ -72,7 +74,10 @@ public final class EchoServer: @unchecked Sendable {
     {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let log = NIOLockedValueBox<[Connection]>([])
-        let sslContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        let tlsContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        var sslContext = tlsContext
+        if case .echoUpgradingOnSTARTTLS = behaviour { sslContext = nil }
+        let upgradeContext = sslContext == nil ? tlsContext : nil
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(ChannelOptions.backlog, value: 256)
@@ -83,7 +88,7 @@ public final class EchoServer: @unchecked Sendable {
                     log.append(Connection())
                     return log.count - 1
                 }
-                let handler = EchoHandler(behaviour: behaviour) { update in
+                let handler = EchoHandler(behaviour: behaviour, upgradeContext: upgradeContext) { update in
                     log.withLockedValue { update(&$0[index]) }
                 }
                 return channel.eventLoop.makeCompletedFuture {
@@ -101,7 +106,7 @@ public final class EchoServer: @unchecked Sendable {
             try? await group.shutdownGracefully()
             throw LoopbackServerError.noPort
         }
-        return EchoServer(port: port, isTLS: sslContext != nil, group: group, channel: channel, log: log)
+        return EchoServer(port: port, isTLS: tlsContext != nil, group: group, channel: channel, log: log)
     }
 
     /// Every connection accepted so far (a refused TLS handshake counts), in order.
@@ -124,12 +129,16 @@ private final class EchoHandler: ChannelInboundHandler {
 
     private let behaviour: EchoServer.Behaviour
     private let record: (@escaping (inout EchoServer.Connection) -> Void) -> Void
+    /// The TLS to switch to on `STARTTLS`, until it is switched to.
+    private var upgradeContext: NIOSSLContext?
+    private var line = Data()
 
     init(
-        behaviour: EchoServer.Behaviour,
+        behaviour: EchoServer.Behaviour, upgradeContext: NIOSSLContext?,
         record: @escaping (@escaping (inout EchoServer.Connection) -> Void) -> Void
     ) {
         self.behaviour = behaviour
+        self.upgradeContext = upgradeContext
         self.record = record
     }
 
@@ -147,13 +156,33 @@ private final class EchoHandler: ChannelInboundHandler {
         let buffer = unwrapInboundIn(data)
         let bytes = Data(buffer.readableBytesView)
         record { $0.received.append(bytes) }
-        if case .echo = behaviour { context.writeAndFlush(wrapOutboundOut(buffer), promise: nil) }
+        if let upgradeContext {
+            line.append(bytes)
+            guard line == Data("STARTTLS\n".utf8) else { return }
+            self.upgradeContext = nil
+            // The answer leaves in plain text; everything after goes through TLS.
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: "GO\n")), promise: nil)
+            do {
+                try context.pipeline.syncOperations.addHandler(
+                    NIOSSLServerHandler(context: upgradeContext), position: .first)
+            } catch {
+                context.close(promise: nil)
+            }
+            return
+        }
+        switch behaviour {
+        case .echo, .echoUpgradingOnSTARTTLS: context.writeAndFlush(wrapOutboundOut(buffer), promise: nil)
+        default: break
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let event = event as? ChannelEvent, event == .inputClosed {
             record { $0.inputClosed = true }
-            if case .echo = behaviour { context.close(promise: nil) }
+            switch behaviour {
+            case .echo, .echoUpgradingOnSTARTTLS: context.close(promise: nil)
+            default: break
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -14,6 +14,9 @@ import Foundation
 /// handle stays in the multi handle, because removing it closes a connect-only connection. Each engine pass,
 /// ``pump(now:)`` does the I/O its driver's ``StreamLifecycle`` asks for until the socket would block, and says which
 /// socket events the engine should wait for (`curl_multi_poll`'s extra descriptors).
+///
+/// A stream upgraded to TLS after plain bytes (STARTTLS) runs a ``StreamTLSSession`` of its own over libcurl's socket,
+/// with the same verify callback, and moves its bytes through it from then on.
 final class CurlStreamConnection: @unchecked Sendable {
     // @unchecked Sendable: after `init`, every field is used on the engine thread only (OpenSSL's verify callback
     // runs on that thread too, inside `curl_multi_perform`).
@@ -40,6 +43,11 @@ final class CurlStreamConnection: @unchecked Sendable {
     private var policyEvaluated = false
     private var policyAccepted = false
     private var refusal: SecurityPolicy.Refusal?
+    private let tlsVersions: TLSVersionRange
+    /// The TLS session of an upgrade (STARTTLS), once its handshake started.
+    private var upgrade: StreamTLSSession?
+    /// What the upgrade's handshake waits for (`curl_waitfd` events), while it runs.
+    private var handshakeWaits: Int16 = 0
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
     /// Where `curl_easy_recv` writes, reused (allocated with the connection, never empty).
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveChunk, alignment: 1)
@@ -56,6 +64,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         self.host = host
         self.isTLS = secure
         self.policy = policy
+        self.tlsVersions = tlsVersions
         self.driver = driver
         errorBuffer.initialize(repeating: 0, count: 256)
         let authority = host.contains(":") ? "[\(host)]" : host
@@ -94,6 +103,7 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// The handle left the engine: the connection is closed, and the driver let go.
     func released() {
         driver = nil
+        upgrade = nil
     }
 
     // MARK: - Engine thread
@@ -124,6 +134,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         var readBlocked = false
         var writeBlocked = false
         var steps = 0
+        handshakeWaits = 0
         loop: while steps < Self.stepsPerPass {
             steps += 1
             switch driver.engineInspect({ $0.nextIO(readBlocked: readBlocked, writeBlocked: writeBlocked) }) {
@@ -144,7 +155,14 @@ final class CurlStreamConnection: @unchecked Sendable {
                 } else {
                     writeBlocked = true
                 }
+            case .handshake:
+                if let event = handshakeStep() {
+                    driver.engineUpdate { $0.handle(event) }
+                } else {
+                    (readBlocked, writeBlocked) = (true, true)
+                }
             case .shutdownWrite:
+                upgrade?.close()
                 let event: StreamLifecycle.IOEvent =
                     shutdown(socket, Int32(SHUT_WR)) == 0
                     ? .shutDownWrite
@@ -155,14 +173,59 @@ final class CurlStreamConnection: @unchecked Sendable {
         driver.flush()
         return driver.engineInspect { lifecycle in
             var interest = Interest(deadline: lifecycle.nextDeadline, busy: steps >= Self.stepsPerPass)
+            interest.events = handshakeWaits
             if lifecycle.wantsReadable { interest.events |= sk_curl_wait_pollin }
             if lifecycle.wantsWritable { interest.events |= sk_curl_wait_pollout }
             return interest
         }
     }
 
-    /// One `curl_easy_recv`: nil when it would block.
+    /// One step of the upgrade's handshake: nil while it waits for the socket.
+    private func handshakeStep() -> StreamLifecycle.IOEvent? {
+        if upgrade == nil {
+            upgrade = StreamTLSSession(
+                socket: socket, host: host, tlsVersions: tlsVersions, verify: Self.verifyCallback,
+                userdata: Unmanaged.passUnretained(self).toOpaque())
+            guard upgrade != nil else {
+                return .failed(StreamLifecycle.error(.secureConnectionFailed, "OpenSSL could not be set up."))
+            }
+        }
+        switch upgrade?.handshake() {
+        case .done:
+            // Never without the verify callback's verdict: refuse rather than trust.
+            return policyAccepted ? .secured : .failed(refusalError())
+        case .wantsRead:
+            handshakeWaits = sk_curl_wait_pollin
+            return nil
+        case .wantsWrite:
+            handshakeWaits = sk_curl_wait_pollout
+            return nil
+        case .failed(let reason):
+            if policyEvaluated && !policyAccepted { return .failed(refusalError()) }
+            return .failed(
+                StreamLifecycle.error(.secureConnectionFailed, "The TLS handshake of the upgrade failed: \(reason)."))
+        case .closed, nil:
+            return .failed(
+                StreamLifecycle.error(
+                    .secureConnectionFailed, "The peer closed the connection during the TLS handshake."))
+        }
+    }
+
+    /// One `curl_easy_recv` (or TLS read after an upgrade): nil when it would block.
     private func receive(atMost count: Int) -> StreamLifecycle.IOEvent? {
+        if let upgrade {
+            let size = min(count, receiveBuffer.count)
+            switch upgrade.read(into: UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0..<size])) {
+            case .done(let received):
+                return .received(Data(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<received])))
+            case .closed:
+                return .endOfStream
+            case .wantsRead, .wantsWrite:
+                return nil
+            case .failed(let reason):
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The connection was lost: \(reason)."))
+            }
+        }
         var received = 0
         let code = curl_easy_recv(easy, receiveBuffer.baseAddress, min(count, receiveBuffer.count), &received)
         switch code {
@@ -177,8 +240,21 @@ final class CurlStreamConnection: @unchecked Sendable {
         }
     }
 
-    /// One `curl_easy_send`: nil when it would block.
+    /// One `curl_easy_send` (or TLS write after an upgrade): nil when it would block.
     private func send(_ data: Data) -> StreamLifecycle.IOEvent? {
+        if let upgrade {
+            let outcome = data.withUnsafeBytes { upgrade.write($0) }
+            switch outcome {
+            case .done(let sent):
+                return .sent(sent)
+            case .wantsRead, .wantsWrite:
+                return nil
+            case .closed:
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The peer closed the TLS session."))
+            case .failed(let reason):
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The connection was lost: \(reason)."))
+            }
+        }
         var sent = 0
         let code = data.withUnsafeBytes { buffer in
             curl_easy_send(easy, buffer.baseAddress, buffer.count, &sent)

@@ -131,8 +131,7 @@ final class CurlStreamDriver: @unchecked Sendable {
             .secureConnectionFailed,
             userInfo: [
                 NSLocalizedDescriptionKey:
-                    "startSecureConnection() came after plain reads or writes: upgrading a stream to TLS (STARTTLS) is "
-                    + "not supported; call it right after creating the task to connect with TLS."
+                    "startSecureConnection() came after a direction of the stream was closed: a TLS handshake needs both."
             ])
         apply { $0.startSecureConnection(error: error) }
     }

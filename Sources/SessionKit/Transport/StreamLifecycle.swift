@@ -8,7 +8,9 @@ import Foundation
 /// bytes received and not yet read, and which directions are closed. Each method returns what its caller must do
 /// (``Step``); the driver performs it, and the engine thread does the I/O the machine asks for (``nextIO(readBlocked:writeBlocked:)``).
 ///
-/// Reads and writes each have one FIFO; `closeRead` and `closeWrite` are barriers in theirs. Every operation gets
+/// Reads and writes each have one FIFO; `closeRead` and `closeWrite` are barriers in theirs, and an upgrade to TLS
+/// (`startSecureConnection` after plain operations, STARTTLS) is a barrier in both: the handshake starts once every
+/// operation queued before it is done, and the operations queued after it wait for the handshake. Every operation gets
 /// exactly one ``Completion``: when it is satisfied, when its deadline passes (`URLError.timedOut`), or when the task
 /// ends (cancelled, failed). The task ends once: on cancel, on an error, or when both directions are closed.
 struct StreamLifecycle {
@@ -39,10 +41,11 @@ struct StreamLifecycle {
         let deadline: UInt64?
     }
 
-    /// An entry of a direction's FIFO: an operation, or the close barrier.
+    /// An entry of a direction's FIFO: an operation, the close barrier, or the TLS upgrade barrier.
     enum Entry<Operation: Equatable>: Equatable {
         case operation(Operation)
         case close
+        case upgrade
     }
 
     /// What the task reports, in order, on the delegate queue.
@@ -75,6 +78,8 @@ struct StreamLifecycle {
         case send(Data)
         /// Shut the socket's write side (`SHUT_WR`).
         case shutdownWrite
+        /// Run (a step of) the TLS handshake of an upgrade.
+        case handshake
         /// The task ended: remove the connection from the engine.
         case release
     }
@@ -86,15 +91,18 @@ struct StreamLifecycle {
         case endOfStream
         case sent(Int)
         case shutDownWrite
+        /// The upgrade's handshake completed: the stream is TLS from now on.
+        case secured
         case failed(URLError)
     }
 
     private(set) var phase = Phase.idle
     /// Tasks start suspended, as URLSession's do.
     private(set) var isSuspended = true
-    /// Whether the connection is (to be) opened with TLS: ``startSecureConnection(error:)`` came before any I/O.
+    /// Whether the stream is TLS: from the start (``startSecureConnection(error:)`` came before any operation), or
+    /// since its upgrade.
     private(set) var isSecure = false
-    /// Set when `startSecureConnection` came after plain operations: every later operation fails with it.
+    /// Set when `startSecureConnection` came after a direction was closed: every later operation fails with it.
     private var upgradeRefusal: URLError?
     private var anyOperationQueued = false
     private var reads: [Entry<Read>] = []
@@ -185,15 +193,21 @@ struct StreamLifecycle {
         return advance()
     }
 
-    /// TLS from the start when nothing was queued before; otherwise (an upgrade of a plain stream, STARTTLS) every
-    /// later operation fails with `error`.
+    /// TLS from the start when nothing was queued before; otherwise an upgrade of the plain stream (STARTTLS) once
+    /// the operations queued before are done. A stream with a closed direction cannot be upgraded: every later
+    /// operation fails with `error`.
     mutating func startSecureConnection(error: URLError) -> Step {
-        guard !hasEnded else { return Step() }
+        guard !hasEnded, !isSecure, !reads.contains(.upgrade) else { return Step() }
         if !anyOperationQueued && phase == .idle {
             isSecure = true
-        } else {
-            upgradeRefusal = upgradeRefusal ?? error
+            return advance()
         }
+        if writeClosed || writes.contains(.close) || readClosed || readClosedByUser {
+            upgradeRefusal = upgradeRefusal ?? error
+            return Step()
+        }
+        reads.append(.upgrade)
+        writes.append(.upgrade)
         return advance()
     }
 
@@ -257,6 +271,7 @@ struct StreamLifecycle {
     func nextIO(readBlocked: Bool, writeBlocked: Bool) -> IO {
         if hasEnded { return .release }
         guard phase == .open, !isSuspended else { return .none }
+        if reads.first == .upgrade && writes.first == .upgrade { return .handshake }
         if !writeBlocked, let first = writes.first {
             switch first {
             case .operation(let write) where write.sent < write.data.count:
@@ -281,8 +296,8 @@ struct StreamLifecycle {
     }
 
     var wantsWritable: Bool {
-        guard phase == .open, !isSuspended, let first = writes.first else { return false }
-        return first != .close
+        guard phase == .open, !isSuspended, case .operation? = writes.first else { return false }
+        return true
     }
 
     mutating func handle(_ event: IOEvent) -> Step {
@@ -299,6 +314,10 @@ struct StreamLifecycle {
                 write.sent += count
                 writes[0] = .operation(write)
             }
+        case .secured:
+            if reads.first == .upgrade { reads.removeFirst() }
+            if writes.first == .upgrade { writes.removeFirst() }
+            isSecure = true
         case .shutDownWrite:
             if writes.first == .close { writes.removeFirst() }
             writeClosed = true
@@ -352,6 +371,8 @@ struct StreamLifecycle {
             case .close:
                 reads.removeFirst()
                 markReadClosed(into: &step)
+            case .upgrade:
+                return
             case .operation(let read):
                 if readClosedByUser && !reads.contains(.close) {
                     // Reads queued after `closeRead`: the end of stream.

@@ -71,11 +71,28 @@ final class StreamLifecycleTests: XCTestCase {
         XCTAssertTrue(step.connect)
     }
 
-    func testStartSecureConnectionAfterPlainOperationsFailsTheFollowingOnes() {
+    func testAnUpgradeWaitsForEarlierOperationsAndHoldsLaterOnes() {
         var lifecycle = open()
+        _ = lifecycle.write(write(1, "STARTTLS"))
+        _ = lifecycle.read(read(2, min: 2, max: 2))
         _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = lifecycle.write(write(3, "secret"))
+        _ = lifecycle.read(read(4))
         XCTAssertFalse(lifecycle.isSecure)
-        XCTAssertEqual(text(lifecycle.write(write(5, "x")).completions), ["write 5 error -1200"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("STARTTLS".utf8)))
+        _ = lifecycle.handle(.sent(8))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .receive(2), "the read comes first")
+        XCTAssertEqual(text(lifecycle.handle(.received(Data("GO".utf8))).completions), ["read 2 \"GO\""])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .handshake)
+        XCTAssertEqual(text(lifecycle.handle(.secured).completions), [])
+        XCTAssertTrue(lifecycle.isSecure)
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("secret".utf8)))
+    }
+
+    func testAnUpgradeAfterCloseWriteFailsTheFollowingOperations() {
+        var lifecycle = open()
+        _ = lifecycle.closeWrite()
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
         XCTAssertEqual(text(lifecycle.read(read(6)).completions), ["read 6 nil error -1200"])
     }
 

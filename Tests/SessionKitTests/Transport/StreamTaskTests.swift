@@ -346,21 +346,63 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(task.state, .completed)
     }
 
-    func testStartSecureConnectionAfterPlainBytesFailsTheFollowingOperations() async throws {
-        let server = try await startServer()
+    func testStartTLSUpgradesAPlainStreamOnceEarlierOperationsAreDone() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        // Queued at once: the handshake waits for the plain write and read before it, the secret waits for it.
+        let plainWrite = OnceBox<Error?>()
+        task.write(Data("STARTTLS\n".utf8), timeout: 10) { error in plainWrite.resolve(error) }
+        let answer = OnceBox<Data?>()
+        task.readData(ofMinLength: 3, maxLength: 3, timeout: 10) { data, _, _ in answer.resolve(data) }
+        task.startSecureConnection()
+        let secret = Data("secret".utf8)
+        let secretWrite = try await write(task, secret)
+        XCTAssertNil(secretWrite)
+        let plainWriteError = try await plainWrite.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertNil(plainWriteError)
+        let answerData = try await answer.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual(answerData, Data("GO\n".utf8))
+        let (echo, _, error) = try await read(task, min: secret.count, max: secret.count)
+        XCTAssertNil(error)
+        XCTAssertEqual(echo, secret)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\nsecret".utf8))
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    func testStartTLSWithAWrongPinSendsNothingAfterTheUpgrade() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("untrusted-root"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        let (answer, _, _) = try await read(task, min: 3, max: 3)
+        XCTAssertEqual(answer, Data("GO\n".utf8))
+        task.startSecureConnection()
+        let refused = try await write(task, Data("secret".utf8)) as? URLError
+        XCTAssertEqual(refused?.code, .serverCertificateUntrusted)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "nothing after the refusal")
+    }
+
+    func testStartSecureConnectionAfterCloseWriteFailsTheFollowingOperations() async throws {
+        let server = try await startServer(behaviour: .silent)
         let (manager, observer) = makeManager()
         let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
         task.resume()
         let first = try await write(task, Data("plain".utf8))
         XCTAssertNil(first)
-        let echo = try await read(task, min: 5, max: 5)
-        XCTAssertEqual(echo.data, Data("plain".utf8))
+        task.closeWrite()
         task.startSecureConnection()
-        let second = try await write(task, Data("secret".utf8)) as? URLError
-        XCTAssertEqual(second?.code, .secureConnectionFailed)
+        let (data, _, error) = try await read(task, min: 1, max: 1)
+        XCTAssertNil(data)
+        XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
         task.cancel()
         _ = await observer.completion(of: task)
-        XCTAssertEqual(server.connections.first?.received, Data("plain".utf8))
     }
 
     // MARK: - Async forms
