@@ -9,9 +9,10 @@ import Foundation
 extension URLSessionManager {
     /// Creates a TCP stream task to `hostname`:`port`, not resumed.
     ///
-    /// The task runs on libcurl whatever ``transport`` is (URLSession has no stream tasks on Linux). It is TLS when
-    /// ``SessionStreamTask/startSecureConnection()`` is called before any read or write; the handshake is then
-    /// checked by the ``securityPolicy`` and the TLS versions set on the manager when the task is created. Its
+    /// The task runs on libcurl whatever ``transport`` is (URLSession has no stream tasks on Linux). It is TLS once
+    /// ``SessionStreamTask/startSecureConnection()`` is called (from the start, or as an upgrade after plain bytes);
+    /// the handshake is checked by the ``securityPolicy`` and the TLS versions set on the manager when the task is
+    /// created. Its
     /// completion goes through ``taskDidComplete``; ``streamTaskReadClosed`` and ``streamTaskWriteClosed`` observe
     /// its directions closing. It is listed in ``tasks`` until it completes, and cancelled by
     /// ``invalidateSessionCancelingTasks(_:resetSession:)``.
@@ -20,7 +21,9 @@ extension URLSessionManager {
     /// let task = manager.streamTask(withHostName: "127.0.0.1", port: 7)
     /// task.resume()
     /// task.write(Data("hello".utf8), timeout: 10) { error in print(error ?? "sent") }
-    /// task.readData(ofMinLength: 5, maxLength: 5, timeout: 10) { data, atEOF, error in print(data ?? error!) }
+    /// task.readData(ofMinLength: 5, maxLength: 5, timeout: 10) { data, atEOF, error in
+    ///     print(data ?? Data(), atEOF, error as Any)
+    /// }
     /// ```
     ///
     /// - Parameters:

@@ -103,8 +103,10 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
 
     /// Makes the stream TLS, with the manager's ``SecurityPolicy`` deciding in the handshake.
     ///
-    /// Call it before any read or write: the connection then opens with TLS, and a chain the policy refuses fails
-    /// the task before any application byte is sent. Upgrading a stream that already exchanged plain bytes
-    /// (STARTTLS) is not supported: operations queued after such a call fail with `URLError.secureConnectionFailed`.
+    /// Called before any read or write, the connection opens with TLS. Called later (STARTTLS), the handshake starts
+    /// once the reads and writes queued before it are done, over the same connection, and the operations queued after
+    /// it wait for the handshake. Either way a chain the policy refuses fails the task (with the policy's
+    /// `URLError`) before any byte of it is sent over TLS. A stream whose read or write side is closed cannot be
+    /// upgraded: operations queued after the call fail with `URLError.secureConnectionFailed`.
     public func startSecureConnection() { driver.startSecureConnection() }
 }
