@@ -271,7 +271,10 @@ struct StreamLifecycle {
     func nextIO(readBlocked: Bool, writeBlocked: Bool) -> IO {
         if hasEnded { return .release }
         guard phase == .open, !isSuspended else { return .none }
-        if reads.first == .upgrade && writes.first == .upgrade { return .handshake }
+        if reads.first == .upgrade && writes.first == .upgrade {
+            // A handshake waiting for the socket marks both directions blocked.
+            return readBlocked || writeBlocked ? .none : .handshake
+        }
         if !writeBlocked, let first = writes.first {
             switch first {
             case .operation(let write) where write.sent < write.data.count:

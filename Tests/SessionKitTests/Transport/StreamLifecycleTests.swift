@@ -84,6 +84,7 @@ final class StreamLifecycleTests: XCTestCase {
         XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .receive(2), "the read comes first")
         XCTAssertEqual(text(lifecycle.handle(.received(Data("GO".utf8))).completions), ["read 2 \"GO\""])
         XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .handshake)
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: true, writeBlocked: true), .none, "waiting for the socket")
         XCTAssertEqual(text(lifecycle.handle(.secured).completions), [])
         XCTAssertTrue(lifecycle.isSecure)
         XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("secret".utf8)))
