@@ -275,6 +275,16 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
+    func testAnInvalidPortFailsTheFirstOperation() async throws {
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: 70_000)
+        task.resume()
+        let error = try await write(task, Data("x".utf8)) as? URLError
+        XCTAssertEqual(error?.code, .badURL)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .badURL)
+    }
+
     func testPeerCloseInTheMiddleOfAReadDeliversWhatCameWithTheEndOfStream() async throws {
         let sent = Data(repeating: 0x2A, count: 10)
         let server = try await startServer(behaviour: .send(sent, thenClose: true))
