@@ -99,3 +99,22 @@ SSL_CTX *sk_ssl_ctx_of_store(X509_STORE_CTX *store) {
     SSL *ssl = X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx());
     return ssl != NULL ? SSL_get_SSL_CTX(ssl) : NULL;
 }
+
+SSL_CTX *sk_ssl_client_context(int min_version, int max_version) {
+    SSL_CTX *context = SSL_CTX_new(TLS_client_method());
+    if (context == NULL) {
+        return NULL;
+    }
+    if (SSL_CTX_set_min_proto_version(context, min_version) != 1 ||
+        (max_version != 0 && SSL_CTX_set_max_proto_version(context, max_version) != 1)) {
+        SSL_CTX_free(context);
+        return NULL;
+    }
+    SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+    return context;
+}
+
+int sk_ssl_set_host_name(SSL *ssl, const char *name) {
+    return (int)SSL_set_tlsext_host_name(ssl, name);
+}

@@ -44,6 +44,14 @@ static inline CURLcode sk_curl_easy_getinfo_string(CURL *handle, CURLINFO info, 
     return curl_easy_getinfo(handle, info, value);
 }
 
+static inline CURLcode sk_curl_easy_getinfo_socket(CURL *handle, CURLINFO info, curl_socket_t *value) {
+    return curl_easy_getinfo(handle, info, value);
+}
+
+/// The `events` bits of a `struct curl_waitfd` (macros in curl.h).
+static const short sk_curl_wait_pollin = CURL_WAIT_POLLIN;
+static const short sk_curl_wait_pollout = CURL_WAIT_POLLOUT;
+
 static inline CURLMcode sk_curl_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {
     return curl_multi_setopt(handle, option, value);
 }

@@ -40,4 +40,8 @@ struct DelegateOverrides {
     var downloadTaskDidFinishDownloading: (@Sendable (URLSession, URLSessionTask, URL) -> URL?)?
     var downloadTaskDidWriteData: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64, Int64) -> Void)?
     var downloadTaskDidResume: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)?
+
+    // URLSessionStreamDelegate
+    var streamTaskReadClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)?
+    var streamTaskWriteClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)?
 }

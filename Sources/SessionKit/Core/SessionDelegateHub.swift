@@ -284,6 +284,14 @@ extension SessionDelegateHub: TaskEventSink {
         registry.delegate(for: task)?.produceResumeData(handler) ?? false
     }
 
+    func streamTaskReadClosed(_ task: URLSessionStreamTask, in session: URLSession) {
+        overrides.read { $0.streamTaskReadClosed }?(session, task)
+    }
+
+    func streamTaskWriteClosed(_ task: URLSessionStreamTask, in session: URLSession) {
+        overrides.read { $0.streamTaskWriteClosed }?(session, task)
+    }
+
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {
         urlSession(session, task: task, didCompleteWithError: error)
     }

@@ -22,6 +22,10 @@ struct TaskControl: Sendable {
             task.driver.resume()
             return
         }
+        if let task = task as? SessionStreamTask {
+            task.resume()
+            return
+        }
         guard task.state == .suspended else { return }
         task.resume()
         NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
@@ -34,6 +38,9 @@ struct TaskControl: Sendable {
     @discardableResult
     func suspend(_ task: URLSessionTask) -> Bool {
         if let task = task as? CurlTask {
+            return task.driver.suspend()
+        }
+        if let task = task as? SessionStreamTask {
             return task.driver.suspend()
         }
         guard task.state == .suspended else { return false }

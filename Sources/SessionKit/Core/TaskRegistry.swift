@@ -21,10 +21,17 @@ final class TaskRegistry: Sendable {
     }
 
     private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
+    /// Stream tasks, which have no per-task delegate (their operations complete through their own handlers).
+    private let streams = Protected<[ObjectIdentifier: URLSessionStreamTask]>([:])
 
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
         delegates.write { $0[ObjectIdentifier(delegate.task)] = delegate }
+    }
+
+    /// Registers a stream task until it completes.
+    func add(_ stream: URLSessionStreamTask) {
+        streams.write { $0[ObjectIdentifier(stream)] = stream }
     }
 
     /// The delegate of `task`, if it is still running.
@@ -35,7 +42,8 @@ final class TaskRegistry: Sendable {
     /// Removes and returns the delegate of `task`.
     @discardableResult
     func remove(_ task: URLSessionTask) -> TaskDelegate? {
-        delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+        if task is URLSessionStreamTask { streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) } }
+        return delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
     /// Notes what the cancellation that is about to end `task` means (URLSession can only end it by a cancellation);
@@ -53,7 +61,8 @@ final class TaskRegistry: Sendable {
 
     /// The tasks still registered, oldest first.
     var tasks: [URLSessionTask] {
-        delegates.read { $0.values.map(\.task) }.sorted { $0.taskIdentifier < $1.taskIdentifier }
+        (delegates.read { $0.values.map(\.task) } + streams.read { Array($0.values) as [URLSessionTask] })
+            .sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
 }

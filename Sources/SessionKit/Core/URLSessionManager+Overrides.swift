@@ -120,4 +120,18 @@ extension URLSessionManager {
         get { overrides.read { $0.taskDidFinishCollectingTimings } }
         set { overrides.write { $0.taskDidFinishCollectingTimings = newValue } }
     }
+
+    /// Observes a stream task's read side closing: the peer ended its stream, or ``SessionStreamTask/closeRead()``
+    /// took effect once the reads queued before it were done (`URLSessionStreamDelegate`'s `readClosedFor`).
+    public var streamTaskReadClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)? {
+        get { overrides.read { $0.streamTaskReadClosed } }
+        set { overrides.write { $0.streamTaskReadClosed = newValue } }
+    }
+
+    /// Observes a stream task's write side closing: ``SessionStreamTask/closeWrite()`` took effect once the writes
+    /// queued before it were sent (`URLSessionStreamDelegate`'s `writeClosedFor`).
+    public var streamTaskWriteClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)? {
+        get { overrides.read { $0.streamTaskWriteClosed } }
+        set { overrides.write { $0.streamTaskWriteClosed = newValue } }
+    }
 }

@@ -63,7 +63,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     private let sessionState = Protected(SessionState())
     /// The implementation of each ``Transport`` for this manager.
-    private let taskTransports: TaskTransports
+    let taskTransports: TaskTransports
     /// Why every task must fail when the configuration's additional headers cannot go on the wire; checked once,
     /// when the configuration is read (as the curl transport reads it), not for each task.
     private let additionalHeadersError: NSError?
@@ -524,7 +524,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The curl transport's tasks are SessionKit's: URLSession does not know them.
-                for task in registry.tasks where task is CurlTask { task.cancel() }
+                for task in registry.tasks where task is CurlTask || task is SessionStreamTask { task.cancel() }
                 session.invalidateAndCancel()
             } else {
                 session.finishTasksAndInvalidate()

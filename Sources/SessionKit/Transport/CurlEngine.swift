@@ -8,14 +8,19 @@ import Foundation
 /// configuration gets an engine of its own, so that a connection verified under one policy is never reused for a
 /// request under another; policies with equal configurations (every manager's default policy, say) share one, so
 /// the number of engines and threads is bounded by the distinct configurations in use.
+///
+/// Stream tasks (``CurlStreamConnection``) run on engines of their own, so that a connect-only connection never meets
+/// the connection cache of HTTP transfers: their handles stay in the multi handle while the stream is open, and the
+/// engine waits on their sockets through `curl_multi_poll`'s extra descriptors, so one thread drives them all.
 final class CurlEngine: @unchecked Sendable {
-    // @unchecked Sendable: `pending` is a `Protected` box; `transfers` and the multi handle are used on the engine
-    // thread only, apart from `curl_multi_wakeup`, which libcurl documents as callable from any thread.
+    // @unchecked Sendable: `pending` is a `Protected` box; `transfers`, `streams` and the multi handle are used on the
+    // engine thread only, apart from `curl_multi_wakeup`, which libcurl documents as callable from any thread.
 
     private enum Operation {
         case add(CurlTransfer)
         case remove(CurlTransfer)
         case unpause(CurlTransfer)
+        case addStream(CurlStreamConnection)
     }
 
     private let multi: UnsafeMutableRawPointer
@@ -23,6 +28,8 @@ final class CurlEngine: @unchecked Sendable {
     /// Operations for the engine thread; `closed` once the engine retired (it then takes none).
     private let pending = Protected<(operations: [Operation], closed: Bool)>(([], false))
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// Stream connections by easy handle, from the start of their connection to the end of their task.
+    private var streams: [UnsafeMutableRawPointer: CurlStreamConnection] = [:]
 
     /// An engine without transfers for this long ends its thread and leaves the table (its idle connections close);
     /// the next request of its policy makes a new one.
@@ -32,6 +39,8 @@ final class CurlEngine: @unchecked Sendable {
         let policy: String
         let tlsVersions: TLSVersionRange
         let maximumConnectionsPerHost: Int
+        /// Whether the engine runs stream tasks (connect-only connections) rather than HTTP transfers.
+        var streams = false
     }
 
     private static let engines = Protected<[Key: CurlEngine]>([:])
@@ -45,6 +54,18 @@ final class CurlEngine: @unchecked Sendable {
         let key = Key(
             policy: policy.configurationKey, tlsVersions: tlsVersions,
             maximumConnectionsPerHost: maximumConnectionsPerHost)
+        return engines.write { engines in
+            if let engine = engines[key] { return engine }
+            guard let engine = CurlEngine(key: key) else { return nil }
+            engines[key] = engine
+            return engine
+        }
+    }
+
+    /// The engine of stream tasks under `policy` and `tlsVersions`, created on first use.
+    static func engine(forStreamsWith policy: SecurityPolicy, tlsVersions: TLSVersionRange) -> CurlEngine? {
+        let key = Key(
+            policy: policy.configurationKey, tlsVersions: tlsVersions, maximumConnectionsPerHost: 0, streams: true)
         return engines.write { engines in
             if let engine = engines[key] { return engine }
             guard let engine = CurlEngine(key: key) else { return nil }
@@ -71,7 +92,8 @@ final class CurlEngine: @unchecked Sendable {
         self.multi = multi
         self.key = key
         // libcurl's default connection cache shrinks with the handles attached: keep plenty of idle connections.
-        _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, 256)
+        // Streams: every open stream is a connection in the cache, none of which may be closed to make room.
+        _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, key.streams ? Int(Int32.max) : 256)
         if maximumConnectionsPerHost > 0 {
             _ = sk_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, maximumConnectionsPerHost)
         }
@@ -89,6 +111,20 @@ final class CurlEngine: @unchecked Sendable {
     /// Resumes a transfer that paused itself (back-pressure), on the engine thread.
     func unpause(_ transfer: CurlTransfer) {
         enqueue(.unpause(transfer))
+    }
+
+    /// Connects `connection` on the engine thread, which then drives its I/O until its task ends; false when this
+    /// engine has retired.
+    func add(_ connection: CurlStreamConnection) -> Bool {
+        enqueue(.addStream(connection))
+    }
+
+    /// Makes the engine thread run a pass now (a stream has I/O to do); nothing once the engine retired.
+    func wake() {
+        // Under the lock: a retiring engine marks itself closed under it before cleaning up its multi handle.
+        pending.read { pending in
+            if !pending.closed { curl_multi_wakeup(multi) }
+        }
     }
 
     /// Stops `transfer` on the engine thread; it reports nothing afterwards.
@@ -141,20 +177,31 @@ final class CurlEngine: @unchecked Sendable {
                     }
                 case .unpause(let transfer):
                     if transfers[transfer.easy] != nil { curl_easy_pause(transfer.easy, CURLPAUSE_CONT) }
+                case .addStream(let connection):
+                    if curl_multi_add_handle(multi, connection.easy) == CURLM_OK {
+                        streams[connection.easy] = connection
+                    } else {
+                        connection.didConnect(code: CURLE_FAILED_INIT)
+                        connection.released()
+                    }
                 }
             }
             curl_multi_perform(multi, &running)
             var queued: Int32 = 0
             while let message = curl_multi_info_read(multi, &queued) {
-                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle,
-                    let transfer = transfers.removeValue(forKey: easy)
-                else { continue }
+                guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                if let connection = streams[easy] {
+                    connected(connection, code: message.pointee.data.result)
+                    continue
+                }
+                guard let transfer = transfers.removeValue(forKey: easy) else { continue }
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, easy)
                 transfer.finish(code: code)
             }
             for transfer in transfers.values { transfer.flushEvents() }
-            if transfers.isEmpty {
+            let (waits, timeout) = pumpStreams()
+            if transfers.isEmpty && streams.isEmpty {
                 let now = Date()
                 let since = idleSince ?? now
                 idleSince = since
@@ -162,8 +209,50 @@ final class CurlEngine: @unchecked Sendable {
             } else {
                 idleSince = nil
             }
-            curl_multi_poll(multi, nil, 0, transfers.isEmpty ? 250 : 1000, nil)
+            var fds = waits
+            let idleTimeout: Int32 = transfers.isEmpty && streams.isEmpty ? 250 : 1000
+            curl_multi_poll(multi, &fds, UInt32(fds.count), min(idleTimeout, timeout), nil)
         }
         curl_multi_cleanup(multi)
+    }
+
+    // MARK: - Streams (engine thread)
+
+    /// libcurl finished connecting a stream: the handle stays (removing it would close the connection) unless the
+    /// connection failed.
+    private func connected(_ connection: CurlStreamConnection, code: CURLcode) {
+        if code != CURLE_OK {
+            streams[connection.easy] = nil
+            curl_multi_remove_handle(multi, connection.easy)
+        }
+        connection.didConnect(code: code)
+        if code != CURLE_OK { connection.released() }
+    }
+
+    /// Runs each open stream's I/O; returns the sockets to wait on and how long the poll may wait (ms).
+    private func pumpStreams() -> ([curl_waitfd], Int32) {
+        guard !streams.isEmpty else { return ([], Int32.max) }
+        let now = CurlStreamDriver.now()
+        var waits: [curl_waitfd] = []
+        var timeout = Int32.max
+        for (easy, connection) in streams {
+            let interest = connection.pump(now: now)
+            if interest.release {
+                streams[easy] = nil
+                // Closes the connect-only connection (libcurl 7.88), also one still being set up.
+                curl_multi_remove_handle(multi, easy)
+                connection.released()
+                continue
+            }
+            if interest.busy { timeout = 0 }
+            if interest.events != 0, connection.socket >= 0 {
+                waits.append(curl_waitfd(fd: connection.socket, events: interest.events, revents: 0))
+            }
+            if let deadline = interest.deadline {
+                let milliseconds = deadline > now ? (deadline - now) / 1_000_000 + 1 : 0
+                timeout = min(timeout, Int32(clamping: milliseconds))
+            }
+        }
+        return (waits, timeout)
     }
 }

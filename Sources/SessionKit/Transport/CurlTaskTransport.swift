@@ -67,4 +67,20 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             task: task, flowControl: driver.flowControl, writesBodyToFile: source.isDownload,
             adoptProgress: { upload, download in driver.progress = isUpload ? upload : download })
     }
+
+    /// A stream task to `host`:`port` under `options`, reporting to `sink`, not resumed.
+    func makeStreamTask(
+        host: String, port: Int, options: TransportTaskOptions, session: URLSession, sink: TaskEventSink
+    ) -> SessionStreamTask {
+        let identifier = identifiers.write { identifier -> Int in
+            identifier += 1
+            return identifier
+        }
+        let driver = CurlStreamDriver(
+            taskIdentifier: identifier, host: host, port: port,
+            environment: .init(
+                policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
+                sink: sink, session: session, delegateQueue: delegateQueue))
+        return SessionStreamTask(driver: driver)
+    }
 }

@@ -372,20 +372,7 @@ final class CurlTransfer: @unchecked Sendable {
             return 0
         }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
-        var chain: [Data] = []
-        if let leaf = X509_STORE_CTX_get0_cert(store), let der = Certificate.der(of: leaf) {
-            chain.append(der)
-        }
-        if let untrusted = X509_STORE_CTX_get0_untrusted(store) {
-            for index in 0..<sk_x509_stack_count(untrusted) {
-                if let x509 = sk_x509_stack_value(untrusted, index), let der = Certificate.der(of: x509),
-                    !chain.contains(der)
-                {
-                    chain.append(der)
-                }
-            }
-        }
-        let refusal = transfer.policy.decide(ServerTrust(certificateChain: chain), forDomain: transfer.url.host)
+        let refusal = transfer.policy.decide(ServerTrust(verifying: store), forDomain: transfer.url.host)
         transfer.policyEvaluated = true
         transfer.policyAccepted = refusal == nil
         transfer.refusal = refusal

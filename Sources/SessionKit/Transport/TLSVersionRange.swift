@@ -25,4 +25,19 @@ struct TLSVersionRange: Hashable, Sendable {
         }
         return version(minimum) | (maximum.map { version($0) << 16 } ?? 0)
     }
+
+    /// The range as OpenSSL's protocol versions (`TLS1_2_VERSION`…), for a handshake of SessionKit's own; the
+    /// maximum is 0 when there is none.
+    var openSSLValues: (minimum: Int32, maximum: Int32) {
+        func version(_ value: tls_protocol_version_t) -> Int32 {
+            switch value {
+            case .TLSv10: return 0x0301
+            case .TLSv11: return 0x0302
+            case .TLSv12: return 0x0303
+            case .TLSv13: return 0x0304
+            default: return 0x0303
+            }
+        }
+        return (version(minimum), maximum.map(version) ?? 0)
+    }
 }

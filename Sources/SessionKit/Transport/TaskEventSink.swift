@@ -44,6 +44,12 @@ protocol TaskEventSink: AnyObject, Sendable {
         _ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void
     ) -> Bool
 
+    /// A stream task's read side closed (the peer's end of stream, or `closeRead()` once earlier reads were done).
+    func streamTaskReadClosed(_ task: URLSessionStreamTask, in session: URLSession)
+
+    /// A stream task's write side closed (`closeWrite()` once earlier writes were sent).
+    func streamTaskWriteClosed(_ task: URLSessionStreamTask, in session: URLSession)
+
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
 }

@@ -1,0 +1,327 @@
+internal import CCurl
+internal import COpenSSL
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The connection of one stream task on libcurl: an easy handle in connect-only mode (`CURLOPT_CONNECT_ONLY`) on a
+/// stream ``CurlEngine``, then `curl_easy_send`/`curl_easy_recv` on the engine thread.
+///
+/// libcurl opens the connection (and, for a secure stream, runs the TLS handshake, where OpenSSL's verify callback
+/// lets the ``SecurityPolicy`` decide, as for HTTP transfers); the transfer then ends with `CURLMSG_DONE` and the
+/// handle stays in the multi handle, because removing it closes a connect-only connection. Each engine pass,
+/// ``pump(now:)`` does the I/O its driver's ``StreamLifecycle`` asks for until the socket would block, and says which
+/// socket events the engine should wait for (`curl_multi_poll`'s extra descriptors).
+///
+/// A stream upgraded to TLS after plain bytes (STARTTLS) runs a ``StreamTLSSession`` of its own over libcurl's socket,
+/// with the same verify callback, and moves its bytes through it from then on.
+final class CurlStreamConnection: @unchecked Sendable {
+    // @unchecked Sendable: after `init`, every field is used on the engine thread only (OpenSSL's verify callback
+    // runs on that thread too, inside `curl_multi_perform`).
+
+    /// What the engine should wait for before the next pass.
+    struct Interest {
+        /// `curl_waitfd` events on ``socket`` (0: none).
+        var events: Int16 = 0
+        /// The earliest deadline of a queued operation (monotonic nanoseconds).
+        var deadline: UInt64?
+        /// More I/O is ready now: poll without waiting.
+        var busy = false
+        /// The task ended: remove the handle (which closes the connection).
+        var release = false
+    }
+
+    let easy: UnsafeMutableRawPointer
+    private let host: String
+    private let isTLS: Bool
+    private let policy: SecurityPolicy
+    /// The task's driver, until the connection is released.
+    private var driver: CurlStreamDriver?
+    private(set) var socket: curl_socket_t = -1
+    private var policyEvaluated = false
+    private var policyAccepted = false
+    private var refusal: SecurityPolicy.Refusal?
+    private let tlsVersions: TLSVersionRange
+    /// The TLS session of an upgrade (STARTTLS), once its handshake started.
+    private var upgrade: StreamTLSSession?
+    /// What the upgrade's handshake waits for (`curl_waitfd` events), while it runs.
+    private var handshakeWaits: Int16 = 0
+    private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    /// Where `curl_easy_recv` writes, reused (allocated with the connection, never empty).
+    private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveChunk, alignment: 1)
+    /// I/O steps in one pass at most, so that one busy stream does not starve the others.
+    private static let stepsPerPass = 64
+    private static let receiveChunk = 64 * 1024
+
+    init?(
+        host: String, port: Int, secure: Bool, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
+        connectTimeout: TimeInterval, driver: CurlStreamDriver
+    ) {
+        guard (1...65535).contains(port), !host.isEmpty, let easy = curl_easy_init() else { return nil }
+        self.easy = easy
+        self.host = host
+        self.isTLS = secure
+        self.policy = policy
+        self.tlsVersions = tlsVersions
+        self.driver = driver
+        errorBuffer.initialize(repeating: 0, count: 256)
+        let authority = host.contains(":") ? "[\(host)]" : host
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, "\(secure ? "https" : "http")://\(authority):\(port)")
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1)
+        // A stream has a connection of its own, which libcurl's cache must never close for being idle.
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, Int(Int32.max))
+        // A stream goes straight to its host: an HTTP proxy from the environment would not tunnel it.
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        if connectTimeout > 0 && connectTimeout < TimeInterval(Int32.max / 1000) {
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout * 1000)))
+        }
+        if secure {
+            let me = Unmanaged.passUnretained(self).toOpaque()
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue)
+            // The policy decides in the handshake; libcurl's own checks would use the system store instead.
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
+            // A resumed TLS session skips the verify callback.
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_ENABLE_ALPN, 0)
+            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
+        }
+    }
+
+    deinit {
+        curl_easy_cleanup(easy)
+        errorBuffer.deallocate()
+        receiveBuffer.deallocate()
+    }
+
+    /// The handle left the engine: the connection is closed, and the driver let go.
+    func released() {
+        driver = nil
+        upgrade = nil
+    }
+
+    // MARK: - Engine thread
+
+    /// libcurl finished connecting with `code`: the stream opens, or fails before any application byte.
+    func didConnect(code: CURLcode) {
+        var error = code == CURLE_OK ? nil : connectError(for: code)
+        if error == nil && isTLS && !policyAccepted {
+            // Never reached while the verify callback runs on every handshake: refuse rather than trust.
+            error = refusalError()
+        }
+        if error == nil {
+            var fd: curl_socket_t = -1
+            if sk_curl_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK, fd >= 0 {
+                socket = fd
+            } else {
+                error = StreamLifecycle.error(.networkConnectionLost, "The connection closed while it was set up.")
+            }
+        }
+        driver?.engineUpdate { $0.connected(error) }
+        driver?.flush()
+    }
+
+    /// Does the I/O the lifecycle asks for until the socket would block, and says what to wait for.
+    func pump(now: UInt64) -> Interest {
+        guard let driver else { return Interest(release: true) }
+        driver.engineUpdate { $0.expire(now: now) }
+        var readBlocked = false
+        var writeBlocked = false
+        var steps = 0
+        handshakeWaits = 0
+        loop: while steps < Self.stepsPerPass {
+            steps += 1
+            switch driver.engineInspect({ $0.nextIO(readBlocked: readBlocked, writeBlocked: writeBlocked) }) {
+            case .none:
+                break loop
+            case .release:
+                driver.flush()
+                return Interest(release: true)
+            case .receive(let count):
+                if let event = receive(atMost: count) {
+                    driver.engineUpdate { $0.handle(event) }
+                } else {
+                    readBlocked = true
+                }
+            case .send(let data):
+                if let event = send(data) {
+                    driver.engineUpdate { $0.handle(event) }
+                } else {
+                    writeBlocked = true
+                }
+            case .handshake:
+                if let event = handshakeStep() {
+                    driver.engineUpdate { $0.handle(event) }
+                } else {
+                    (readBlocked, writeBlocked) = (true, true)
+                }
+            case .shutdownWrite:
+                upgrade?.close()
+                let event: StreamLifecycle.IOEvent =
+                    shutdown(socket, Int32(SHUT_WR)) == 0
+                    ? .shutDownWrite
+                    : .failed(StreamLifecycle.error(.networkConnectionLost, "The write side could not be shut down."))
+                driver.engineUpdate { $0.handle(event) }
+            }
+        }
+        driver.flush()
+        return driver.engineInspect { lifecycle in
+            var interest = Interest(deadline: lifecycle.nextDeadline, busy: steps >= Self.stepsPerPass)
+            interest.events = handshakeWaits
+            if lifecycle.wantsReadable { interest.events |= sk_curl_wait_pollin }
+            if lifecycle.wantsWritable { interest.events |= sk_curl_wait_pollout }
+            return interest
+        }
+    }
+
+    /// One step of the upgrade's handshake: nil while it waits for the socket.
+    private func handshakeStep() -> StreamLifecycle.IOEvent? {
+        if upgrade == nil {
+            upgrade = StreamTLSSession(
+                socket: socket, host: host, tlsVersions: tlsVersions, verify: Self.verifyCallback,
+                userdata: Unmanaged.passUnretained(self).toOpaque())
+            guard upgrade != nil else {
+                return .failed(StreamLifecycle.error(.secureConnectionFailed, "OpenSSL could not be set up."))
+            }
+        }
+        switch upgrade?.handshake() {
+        case .done:
+            // Never without the verify callback's verdict: refuse rather than trust.
+            return policyAccepted ? .secured : .failed(refusalError())
+        case .wantsRead:
+            handshakeWaits = sk_curl_wait_pollin
+            return nil
+        case .wantsWrite:
+            handshakeWaits = sk_curl_wait_pollout
+            return nil
+        case .failed(let reason):
+            if policyEvaluated && !policyAccepted { return .failed(refusalError()) }
+            return .failed(
+                StreamLifecycle.error(.secureConnectionFailed, "The TLS handshake of the upgrade failed: \(reason)."))
+        case .closed, nil:
+            return .failed(
+                StreamLifecycle.error(
+                    .secureConnectionFailed, "The peer closed the connection during the TLS handshake."))
+        }
+    }
+
+    /// One `curl_easy_recv` (or TLS read after an upgrade): nil when it would block.
+    private func receive(atMost count: Int) -> StreamLifecycle.IOEvent? {
+        if let upgrade {
+            let size = min(count, receiveBuffer.count)
+            switch upgrade.read(into: UnsafeMutableRawBufferPointer(rebasing: receiveBuffer[0..<size])) {
+            case .done(let received):
+                return .received(Data(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<received])))
+            case .closed:
+                return .endOfStream
+            case .wantsRead, .wantsWrite:
+                return nil
+            case .failed(let reason):
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The connection was lost: \(reason)."))
+            }
+        }
+        var received = 0
+        let code = curl_easy_recv(easy, receiveBuffer.baseAddress, min(count, receiveBuffer.count), &received)
+        switch code {
+        case CURLE_AGAIN:
+            return nil
+        case CURLE_OK where received == 0:
+            return .endOfStream
+        case CURLE_OK:
+            return .received(Data(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<received])))
+        default:
+            return .failed(ioError(code, "receiving"))
+        }
+    }
+
+    /// One `curl_easy_send` (or TLS write after an upgrade): nil when it would block.
+    private func send(_ data: Data) -> StreamLifecycle.IOEvent? {
+        if let upgrade {
+            let outcome = data.withUnsafeBytes { upgrade.write($0) }
+            switch outcome {
+            case .done(let sent):
+                return .sent(sent)
+            case .wantsRead, .wantsWrite:
+                return nil
+            case .closed:
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The peer closed the TLS session."))
+            case .failed(let reason):
+                return .failed(StreamLifecycle.error(.networkConnectionLost, "The connection was lost: \(reason)."))
+            }
+        }
+        var sent = 0
+        let code = data.withUnsafeBytes { buffer in
+            curl_easy_send(easy, buffer.baseAddress, buffer.count, &sent)
+        }
+        switch code {
+        case CURLE_AGAIN:
+            return nil
+        case CURLE_OK:
+            return .sent(sent)
+        default:
+            return .failed(ioError(code, "sending"))
+        }
+    }
+
+    // MARK: - Errors
+
+    private func ioError(_ code: CURLcode, _ doing: String) -> URLError {
+        StreamLifecycle.error(
+            .networkConnectionLost,
+            "The connection was lost while \(doing): \(String(cString: curl_easy_strerror(code))).")
+    }
+
+    private func refusalError() -> URLError {
+        let refusal =
+            refusal
+            ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
+        return URLError(refusal.code, userInfo: refusal.userInfo(forHost: host))
+    }
+
+    private func connectError(for code: CURLcode) -> URLError {
+        if isTLS && policyEvaluated && !policyAccepted { return refusalError() }
+        let detail = String(cString: errorBuffer)
+        let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        let mapped: URLError.Code
+        switch code {
+        case CURLE_COULDNT_CONNECT: mapped = .cannotConnectToHost
+        case CURLE_COULDNT_RESOLVE_HOST: mapped = .cannotFindHost
+        case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
+        case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING: mapped = .networkConnectionLost
+        default: mapped = .cannotConnectToHost
+        }
+        return URLError(mapped, userInfo: [NSLocalizedDescriptionKey: "\(host): \(reason)"])
+    }
+
+    // MARK: - TLS (engine thread, inside libcurl)
+
+    private static let sslContextCallback: sk_curl_ssl_ctx_callback = { _, context, userdata in
+        guard let context else { return CURLE_OK }
+        let sslContext = OpaquePointer(context)
+        SSL_CTX_set_ex_data(sslContext, 0, userdata)
+        SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, CurlStreamConnection.verifyCallback)
+        return CURLE_OK
+    }
+
+    /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
+    private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
+        guard let store else { return 0 }
+        if X509_STORE_CTX_get_error_depth(store) > 0 { return 1 }
+        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else {
+            return 0
+        }
+        let connection = Unmanaged<CurlStreamConnection>.fromOpaque(raw).takeUnretainedValue()
+        let refusal = connection.policy.decide(ServerTrust(verifying: store), forDomain: connection.host)
+        connection.policyEvaluated = true
+        connection.policyAccepted = refusal == nil
+        connection.refusal = refusal
+        return refusal == nil ? 1 : 0
+    }
+}

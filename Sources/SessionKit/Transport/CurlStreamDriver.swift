@@ -1,0 +1,249 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One stream task from creation to its one completion: its ``StreamLifecycle`` (in one lock), the completion
+/// handlers of its queued reads and writes, its ``CurlStreamConnection`` on a stream ``CurlEngine``, and the events it
+/// hands to the manager's ``TaskEventSink``.
+///
+/// Calls come from any thread; the engine thread does the I/O. Completions go one way, in order, in one hop: every
+/// transition appends them to an outbox under the lock, and one drain on the manager's delegate queue runs the
+/// handlers and the sink's callbacks. Nothing runs user code on the engine thread or blocks it.
+final class CurlStreamDriver: @unchecked Sendable {
+    // @unchecked Sendable: `state` is a `Protected` box; the rest is immutable after `init` (`task` is a weak
+    // reference set once by the task's initializer).
+
+    /// What a stream task needs from its manager.
+    struct Environment: Sendable {
+        let policy: SecurityPolicy
+        let tlsVersions: TLSVersionRange
+        /// How long connecting may take (the configuration's request timeout).
+        let connectTimeout: TimeInterval
+        let sink: TaskEventSink
+        /// The session the manager's closures receive.
+        let session: URLSession
+        /// The serial queue under the manager's delegate `OperationQueue`.
+        let delegateQueue: DispatchQueue
+    }
+
+    typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
+    typealias WriteHandler = @Sendable (Error?) -> Void
+
+    private struct State {
+        var lifecycle = StreamLifecycle()
+        var lastOperation = 0
+        var readHandlers: [Int: ReadHandler] = [:]
+        var writeHandlers: [Int: WriteHandler] = [:]
+        var outbox: [StreamLifecycle.Completion] = []
+        var drainScheduled = false
+        var completionDelivered = false
+        var engine: CurlEngine?
+    }
+
+    /// The task's identifier, unique in its manager.
+    let taskIdentifier: Int
+    let host: String
+    let port: Int
+    /// The public task object this driver runs (it owns the driver).
+    weak var task: URLSessionStreamTask?
+
+    private let environment: Environment
+    private let state = Protected(State())
+
+    init(taskIdentifier: Int, host: String, port: Int, environment: Environment) {
+        self.taskIdentifier = taskIdentifier
+        self.host = host
+        self.port = port
+        self.environment = environment
+    }
+
+    // MARK: - What the task reports (any thread)
+
+    var taskState: URLSessionTask.State {
+        state.read { state in
+            if state.completionDelivered { return .completed }
+            if case .ended(let error) = state.lifecycle.phase {
+                return error?.code == .cancelled ? .canceling : .running
+            }
+            return state.lifecycle.taskState
+        }
+    }
+
+    var error: Error? { state.read { $0.lifecycle.error } }
+    var countOfBytesReceived: Int64 { state.read { $0.lifecycle.bytesReceived } }
+    var countOfBytesSent: Int64 { state.read { $0.lifecycle.bytesSent } }
+
+    // MARK: - Calls of the task (any thread)
+
+    func resume() {
+        var resumed = false
+        apply { lifecycle in
+            let (step, changed) = lifecycle.resume()
+            resumed = changed
+            return step
+        }
+        if resumed, let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: true) }
+    }
+
+    /// Holds the task's I/O; false when it was suspended already or ended.
+    @discardableResult
+    func suspend() -> Bool {
+        guard state.write({ $0.lifecycle.suspend() }) else { return false }
+        if let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: false) }
+        return true
+    }
+
+    func cancel() {
+        apply { $0.cancel() }
+    }
+
+    func read(minimum: Int, maximum: Int, timeout: TimeInterval, handler: @escaping ReadHandler) {
+        let deadline = Self.deadline(after: timeout)
+        apply(registering: { state in
+            state.lastOperation += 1
+            state.readHandlers[state.lastOperation] = handler
+            return state.lastOperation
+        }) { lifecycle, id in
+            lifecycle.read(
+                .init(id: id, minimum: max(0, minimum), maximum: max(1, maximum, minimum), deadline: deadline))
+        }
+    }
+
+    func write(_ data: Data, timeout: TimeInterval, handler: @escaping WriteHandler) {
+        let deadline = Self.deadline(after: timeout)
+        apply(registering: { state in
+            state.lastOperation += 1
+            state.writeHandlers[state.lastOperation] = handler
+            return state.lastOperation
+        }) { lifecycle, id in
+            lifecycle.write(.init(id: id, data: data, deadline: deadline))
+        }
+    }
+
+    func closeRead() { apply { $0.closeRead() } }
+
+    func closeWrite() { apply { $0.closeWrite() } }
+
+    func startSecureConnection() {
+        let error = URLError(
+            .secureConnectionFailed,
+            userInfo: [
+                NSLocalizedDescriptionKey:
+                    "startSecureConnection() came after a direction of the stream was closed: a TLS handshake needs both."
+            ])
+        apply { $0.startSecureConnection(error: error) }
+    }
+
+    /// Monotonic nanoseconds now.
+    static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    private static func deadline(after timeout: TimeInterval) -> UInt64? {
+        guard timeout > 0, timeout.isFinite, timeout < 1e9 else { return nil }
+        return now() + UInt64(timeout * 1e9)
+    }
+
+    // MARK: - Transitions
+
+    private func apply(_ transition: (inout StreamLifecycle) -> StreamLifecycle.Step) {
+        apply(registering: { _ in 0 }) { lifecycle, _ in transition(&lifecycle) }
+    }
+
+    /// Runs `transition` under the lock (after `register` stored the operation's handler), then does what it says:
+    /// deliver, connect, wake the engine.
+    private func apply(
+        registering register: (inout State) -> Int,
+        _ transition: (inout StreamLifecycle, Int) -> StreamLifecycle.Step
+    ) {
+        let (step, engine) = state.write { state -> (StreamLifecycle.Step, CurlEngine?) in
+            let id = register(&state)
+            let step = transition(&state.lifecycle, id)
+            state.outbox += step.completions
+            return (step, state.engine)
+        }
+        if !step.completions.isEmpty { flush() }
+        if step.connect { connect() }
+        if step.wake { engine?.wake() }
+    }
+
+    /// Opens the connection on the stream engine of the task's policy.
+    private func connect() {
+        let secure = state.read { $0.lifecycle.isSecure }
+        guard
+            let connection = CurlStreamConnection(
+                host: host, port: port, secure: secure, policy: environment.policy,
+                tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout, driver: self)
+        else {
+            return apply {
+                $0.connected(
+                    StreamLifecycle.error(.badURL, "libcurl could not be set up for \(self.host):\(self.port)."))
+            }
+        }
+        for _ in 0..<3 {
+            guard
+                let engine = CurlEngine.engine(forStreamsWith: environment.policy, tlsVersions: environment.tlsVersions)
+            else { break }
+            state.write { $0.engine = engine }
+            if engine.add(connection) { return }
+        }
+        connection.released()
+        apply { $0.connected(StreamLifecycle.error(.unknown, "libcurl's engine could not be started.")) }
+    }
+
+    // MARK: - Engine thread
+
+    /// A transition from the engine thread; its completions wait for ``flush()`` at the end of the pass.
+    func engineUpdate(_ transition: (inout StreamLifecycle) -> StreamLifecycle.Step) {
+        state.write { state in
+            state.outbox += transition(&state.lifecycle).completions
+        }
+    }
+
+    func engineInspect<Result>(_ body: (StreamLifecycle) -> Result) -> Result {
+        state.read { body($0.lifecycle) }
+    }
+
+    /// Schedules one drain on the delegate queue for the completions queued so far.
+    func flush() {
+        let schedule = state.write { state -> Bool in
+            guard !state.drainScheduled, !state.outbox.isEmpty else { return false }
+            state.drainScheduled = true
+            return true
+        }
+        if schedule { environment.delegateQueue.async { self.drain() } }
+    }
+
+    // MARK: - Delegate queue
+
+    private func drain() {
+        #if DEBUG
+            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
+        #endif
+        let completions = state.write { state -> [StreamLifecycle.Completion] in
+            state.drainScheduled = false
+            defer { state.outbox.removeAll() }
+            return state.outbox
+        }
+        let sink = environment.sink
+        let session = environment.session
+        for completion in completions {
+            switch completion {
+            case .read(let id, let data, let atEOF, let error):
+                state.write { $0.readHandlers.removeValue(forKey: id) }?(data, atEOF, error)
+            case .write(let id, let error):
+                state.write { $0.writeHandlers.removeValue(forKey: id) }?(error)
+            case .readClosed:
+                if let task { sink.streamTaskReadClosed(task, in: session) }
+            case .writeClosed:
+                if let task { sink.streamTaskWriteClosed(task, in: session) }
+            case .finished(let error):
+                state.write {
+                    $0.completionDelivered = true
+                    $0.engine = nil
+                }
+                if let task { sink.task(task, in: session, didCompleteWithError: error) }
+            }
+        }
+    }
+}

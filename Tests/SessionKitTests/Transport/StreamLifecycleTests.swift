@@ -1,0 +1,204 @@
+import Foundation
+import XCTest
+
+@testable import SessionKit
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `StreamLifecycle` without I/O: the order of completions, the barriers, the end of stream, timeouts and the one end.
+final class StreamLifecycleTests: XCTestCase {
+    private typealias Lifecycle = StreamLifecycle
+
+    private func read(_ id: Int, min: Int = 1, max: Int = 100, deadline: UInt64? = nil) -> Lifecycle.Read {
+        Lifecycle.Read(id: id, minimum: min, maximum: max, deadline: deadline)
+    }
+
+    private func write(_ id: Int, _ text: String, deadline: UInt64? = nil) -> Lifecycle.Write {
+        Lifecycle.Write(id: id, data: Data(text.utf8), deadline: deadline)
+    }
+
+    /// Completions as text, errors by their code (`URLError`s with different descriptions are not equal).
+    private func text(_ completions: [Lifecycle.Completion]) -> [String] {
+        completions.map { completion in
+            switch completion {
+            case .read(let id, let data, let atEOF, let error):
+                let bytes = data.map { "\"\(String(decoding: $0, as: UTF8.self))\"" } ?? "nil"
+                return "read \(id) \(bytes)\(atEOF ? " eof" : "")\(error.map { " error \($0.code.rawValue)" } ?? "")"
+            case .write(let id, let error):
+                return "write \(id)\(error.map { " error \($0.code.rawValue)" } ?? "")"
+            case .readClosed:
+                return "readClosed"
+            case .writeClosed:
+                return "writeClosed"
+            case .finished(let error):
+                return "finished\(error.map { " error \($0.code.rawValue)" } ?? "")"
+            }
+        }
+    }
+
+    /// A resumed, connected lifecycle.
+    private func open() -> Lifecycle {
+        var lifecycle = Lifecycle()
+        _ = lifecycle.resume()
+        _ = lifecycle.write(write(0, "!"))  // the first operation connects
+        _ = lifecycle.connected(nil)
+        _ = lifecycle.handle(.sent(1))
+        return lifecycle
+    }
+
+    func testTheConnectionOpensWithTheFirstOperationAfterResume() {
+        var lifecycle = Lifecycle()
+        XCTAssertFalse(lifecycle.read(read(1)).connect, "not resumed: nothing opens")
+        XCTAssertEqual(lifecycle.taskState, .suspended)
+        let (step, changed) = lifecycle.resume()
+        XCTAssertTrue(changed)
+        XCTAssertTrue(step.connect, "an operation was queued before resume")
+        XCTAssertEqual(lifecycle.phase, .connecting)
+        XCTAssertFalse(lifecycle.write(write(2, "x")).connect, "only once")
+
+        var idle = Lifecycle()
+        XCTAssertFalse(idle.resume().0.connect, "resumed without operations: no connection yet")
+        XCTAssertTrue(idle.write(write(1, "x")).connect)
+    }
+
+    func testStartSecureConnectionBeforeAnyOperationConnectsWithTLS() {
+        var lifecycle = Lifecycle()
+        _ = lifecycle.resume()
+        let step = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        XCTAssertTrue(lifecycle.isSecure)
+        XCTAssertTrue(step.connect)
+    }
+
+    func testAnUpgradeWaitsForEarlierOperationsAndHoldsLaterOnes() {
+        var lifecycle = open()
+        _ = lifecycle.write(write(1, "STARTTLS"))
+        _ = lifecycle.read(read(2, min: 2, max: 2))
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = lifecycle.write(write(3, "secret"))
+        _ = lifecycle.read(read(4))
+        XCTAssertFalse(lifecycle.isSecure)
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("STARTTLS".utf8)))
+        _ = lifecycle.handle(.sent(8))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .receive(2), "the read comes first")
+        XCTAssertEqual(text(lifecycle.handle(.received(Data("GO".utf8))).completions), ["read 2 \"GO\""])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .handshake)
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: true, writeBlocked: true), .none, "waiting for the socket")
+        XCTAssertEqual(text(lifecycle.handle(.secured).completions), [])
+        XCTAssertTrue(lifecycle.isSecure)
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("secret".utf8)))
+    }
+
+    func testAnUpgradeAfterCloseWriteFailsTheFollowingOperations() {
+        var lifecycle = open()
+        _ = lifecycle.closeWrite()
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        XCTAssertEqual(text(lifecycle.read(read(6)).completions), ["read 6 nil error -1200"])
+    }
+
+    func testReadsCompleteInOrderWithTheirMinimumAndMaximum() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 3, max: 4))
+        _ = lifecycle.read(read(2, min: 1, max: 10))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .receive(4))
+        XCTAssertEqual(text(lifecycle.handle(.received(Data("ab".utf8))).completions), [], "below the minimum")
+        XCTAssertEqual(
+            text(lifecycle.handle(.received(Data("cdefg".utf8))).completions),
+            ["read 1 \"abcd\"", "read 2 \"efg\""])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .none, "no read pending: no receive")
+        XCTAssertEqual(lifecycle.bytesReceived, 7)
+    }
+
+    func testEndOfStreamCompletesThePendingReadWithWhatCameAndLaterReadsAtOnce() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 100, max: 1000))
+        _ = lifecycle.handle(.received(Data("abc".utf8)))
+        XCTAssertEqual(text(lifecycle.handle(.endOfStream).completions), ["read 1 \"abc\" eof", "readClosed"])
+        XCTAssertEqual(text(lifecycle.read(read(2)).completions), ["read 2 \"\" eof"])
+        XCTAssertEqual(lifecycle.taskState, .running, "the write side is still open")
+    }
+
+    func testWritesGoOutInOrderAndCloseWriteWaitsForThem() {
+        var lifecycle = open()
+        _ = lifecycle.write(write(1, "hello"))
+        _ = lifecycle.closeWrite()
+        XCTAssertEqual(text(lifecycle.write(write(2, "late")).completions), ["write 2 error -1005"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("hello".utf8)))
+        XCTAssertEqual(text(lifecycle.handle(.sent(2)).completions), [])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("llo".utf8)))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: true), .none, "the socket would block")
+        XCTAssertEqual(text(lifecycle.handle(.sent(3)).completions), ["write 1"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .shutdownWrite)
+        XCTAssertEqual(text(lifecycle.handle(.shutDownWrite).completions), ["writeClosed"])
+        XCTAssertEqual(lifecycle.bytesSent, 6)
+    }
+
+    func testBothDirectionsClosedEndTheTaskOnce() {
+        var lifecycle = open()
+        _ = lifecycle.closeWrite()
+        _ = lifecycle.handle(.shutDownWrite)
+        _ = lifecycle.read(read(1))
+        XCTAssertEqual(text(lifecycle.handle(.endOfStream).completions), ["read 1 \"\" eof", "readClosed", "finished"])
+        XCTAssertEqual(lifecycle.taskState, .completed)
+        XCTAssertEqual(text(lifecycle.cancel().completions), [], "an ended task does not end again")
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release)
+    }
+
+    func testCloseReadLetsEarlierReadsFinishAndEndsLaterOnes() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 2, max: 2))
+        _ = lifecycle.closeRead()
+        _ = lifecycle.read(read(2))
+        XCTAssertEqual(
+            text(lifecycle.handle(.received(Data("ab".utf8))).completions),
+            ["read 1 \"ab\"", "readClosed", "read 2 \"\" eof"])
+    }
+
+    func testCancelFailsEveryPendingOperationOnceAndEnds() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1))
+        _ = lifecycle.read(read(2))
+        _ = lifecycle.write(write(3, "x"))
+        let step = lifecycle.cancel()
+        XCTAssertEqual(
+            text(step.completions),
+            ["read 1 nil error -999", "read 2 nil error -999", "write 3 error -999", "finished error -999"])
+        XCTAssertTrue(step.wake, "the engine releases the connection")
+        XCTAssertEqual(text(lifecycle.cancel().completions), [])
+        XCTAssertEqual(
+            text(lifecycle.write(write(4, "y")).completions), ["write 4 error -999"],
+            "operations after the end fail at once")
+    }
+
+    func testADeadlineFailsOnlyItsOperationAndKeepsTheBytes() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 5, max: 5, deadline: 100))
+        _ = lifecycle.read(read(2, min: 1, max: 5))
+        _ = lifecycle.handle(.received(Data("ab".utf8)))
+        XCTAssertEqual(lifecycle.nextDeadline, 100)
+        XCTAssertEqual(text(lifecycle.expire(now: 99).completions), [])
+        XCTAssertEqual(text(lifecycle.expire(now: 100).completions), ["read 1 nil error -1001", "read 2 \"ab\""])
+        XCTAssertEqual(lifecycle.taskState, .running)
+    }
+
+    func testAConnectionFailureFailsEverythingWithItsError() {
+        var lifecycle = Lifecycle()
+        _ = lifecycle.resume()
+        _ = lifecycle.read(read(1))
+        XCTAssertEqual(
+            text(lifecycle.connected(URLError(.cannotConnectToHost)).completions),
+            ["read 1 nil error -1004", "finished error -1004"])
+        XCTAssertEqual(lifecycle.error?.code, .cannotConnectToHost)
+    }
+
+    func testASuspendedStreamDoesNoIO() {
+        var lifecycle = open()
+        _ = lifecycle.write(write(1, "x"))
+        XCTAssertTrue(lifecycle.suspend())
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .none)
+        XCTAssertEqual(lifecycle.taskState, .suspended)
+        _ = lifecycle.resume()
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("x".utf8)))
+    }
+}

@@ -1,0 +1,534 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `SessionStreamTask` against a loopback echo server, over TCP and TLS: echo, the policy in the handshake, timeouts,
+/// the peer's end of stream, half-close, cancellation, the async forms and 100 streams at once. The manager's
+/// transport is the one `SESSIONKIT_TEST_TRANSPORT` selects: stream tasks run on libcurl on both.
+final class StreamTaskTests: XCTestCase {
+    private var servers: [EchoServer] = []
+
+    override func tearDown() async throws {
+        for server in servers { try await server.shutdown() }
+        servers = []
+        try await super.tearDown()
+    }
+
+    private func startServer(
+        tls: TestCertificates.Identity? = nil, behaviour: EchoServer.Behaviour = .echo
+    ) async throws -> EchoServer {
+        let server = try await EchoServer.start(tls: tls, behaviour: behaviour)
+        servers.append(server)
+        return server
+    }
+
+    /// Counts each task's completions, and the closing callbacks, as the manager's closures see them.
+    private final class Observer: @unchecked Sendable {
+        // @unchecked Sendable: every field is guarded by `lock`.
+        private let lock = NSLock()
+        private var completions: [Int: [Error?]] = [:]
+        private var waiters: [Int: [CheckedContinuation<Error?, Never>]] = [:]
+        private(set) var readClosed = 0
+        private(set) var writeClosed = 0
+        private(set) var offQueueCallbacks = 0
+
+        func completed(_ task: URLSessionTask, _ error: Error?) {
+            lock.lock()
+            completions[task.taskIdentifier, default: []].append(error)
+            let waiting = waiters.removeValue(forKey: task.taskIdentifier) ?? []
+            lock.unlock()
+            for waiter in waiting { waiter.resume(returning: error) }
+        }
+
+        func closed(read: Bool) {
+            lock.lock()
+            if read { readClosed += 1 } else { writeClosed += 1 }
+            lock.unlock()
+        }
+
+        func offQueue() {
+            lock.lock()
+            offQueueCallbacks += 1
+            lock.unlock()
+        }
+
+        func completionCount(of task: URLSessionTask) -> Int {
+            lock.lock()
+            defer { lock.unlock() }
+            return completions[task.taskIdentifier]?.count ?? 0
+        }
+
+        /// The task's completion error, once it completed.
+        func completion(of task: URLSessionTask) async -> Error? {
+            await withCheckedContinuation { continuation in
+                lock.lock()
+                if let first = completions[task.taskIdentifier]?.first {
+                    lock.unlock()
+                    continuation.resume(returning: first)
+                } else {
+                    waiters[task.taskIdentifier, default: []].append(continuation)
+                    lock.unlock()
+                }
+            }
+        }
+    }
+
+    private static let queueKey = DispatchSpecificKey<String>()
+
+    private func makeManager(policy: SecurityPolicy? = nil) -> (URLSessionManager, Observer) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = LoopbackTestCase.testTransport
+        if let policy { manager.securityPolicy = policy }
+        manager.operationQueue.underlyingQueue?.setSpecific(key: Self.queueKey, value: "delegate")
+        let observer = Observer()
+        manager.taskDidComplete = { _, task, error in
+            if DispatchQueue.getSpecific(key: Self.queueKey) != "delegate" { observer.offQueue() }
+            observer.completed(task, error)
+        }
+        manager.streamTaskReadClosed = { _, _ in observer.closed(read: true) }
+        manager.streamTaskWriteClosed = { _, _ in observer.closed(read: false) }
+        return (manager, observer)
+    }
+
+    /// A policy that trusts only chains holding the pinned certificate `name` (certificate mode, the test root being
+    /// unknown to the system store), as LiveTLSTests pins.
+    private func pinning(_ name: String) throws -> SecurityPolicy {
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der(name)])
+        policy.allowInvalidCertificates = true
+        return policy
+    }
+
+    private func der(_ name: String) throws -> Data {
+        try TestCertificates.derCertificate(at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
+    }
+
+    private func write(_ task: SessionStreamTask, _ data: Data, timeout: TimeInterval = 10) async throws -> Error? {
+        try await awaitCallback { done in task.write(data, timeout: timeout) { error in done(error) } }
+    }
+
+    private func read(
+        _ task: SessionStreamTask, min: Int, max: Int, timeout: TimeInterval = 10
+    ) async throws -> (data: Data?, atEOF: Bool, error: Error?) {
+        try await awaitCallback { done in
+            task.readData(ofMinLength: min, maxLength: max, timeout: timeout) { data, atEOF, error in
+                if DispatchQueue.getSpecific(key: Self.queueKey) != "delegate" {
+                    XCTFail("a read's completion ran off the delegate queue")
+                }
+                done((data, atEOF, error))
+            }
+        }
+    }
+
+    /// Reads until the end of stream.
+    private func readToEnd(_ task: SessionStreamTask) async throws -> Data {
+        var received = Data()
+        while true {
+            let (data, atEOF, error) = try await read(task, min: 1, max: 65_536)
+            if let error { throw error }
+            received.append(data ?? Data())
+            if atEOF { return received }
+        }
+    }
+
+    // MARK: - Echo
+
+    func testEchoOverTCP() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        XCTAssertEqual(task.state, .suspended)
+        XCTAssertTrue(manager.tasks.contains { $0 === task })
+        task.resume()
+        let message = Data("hello, stream".utf8)
+        let writeError = try await write(task, message)
+        XCTAssertNil(writeError)
+        let (data, atEOF, error) = try await read(task, min: message.count, max: message.count)
+        XCTAssertNil(error)
+        XCTAssertFalse(atEOF)
+        XCTAssertEqual(data, message)
+        XCTAssertEqual(task.state, .running)
+        XCTAssertEqual(task.countOfBytesSent, Int64(message.count))
+        XCTAssertEqual(task.countOfBytesReceived, Int64(message.count))
+        XCTAssertEqual(server.connections.count, 1)
+        XCTAssertEqual(server.connections.first?.received, message)
+        task.cancel()
+        let completion = await observer.completion(of: task)
+        XCTAssertEqual((completion as? URLError)?.code, .cancelled)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertFalse(manager.tasks.contains { $0 === task })
+        XCTAssertEqual(observer.offQueueCallbacks, 0)
+    }
+
+    func testEchoOverTLSWithAPinnedCertificate() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.startSecureConnection()
+        task.resume()
+        let message = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 * 7) })
+        let writeError = try await write(task, message)
+        XCTAssertNil(writeError)
+        var received = Data()
+        while received.count < message.count {
+            let (data, _, error) = try await read(task, min: 1, max: message.count - received.count)
+            XCTAssertNil(error)
+            guard let data, error == nil else { break }
+            received.append(data)
+        }
+        XCTAssertEqual(received, message)
+        XCTAssertEqual(server.receivedByteCount, message.count)
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    func testWrongPinRefusesTheHandshakeBeforeAnyApplicationByte() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .silent)
+        let (manager, observer) = makeManager(policy: try pinning("untrusted-root"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.startSecureConnection()
+        task.resume()
+        let writeError = try await write(task, Data("secret".utf8)) as? URLError
+        let refusal = try XCTUnwrap(writeError)
+        XCTAssertEqual(refusal.code, .serverCertificateUntrusted)
+        XCTAssertNotNil(refusal.userInfo[NSLocalizedFailureReasonErrorKey], "the policy's reason is carried")
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, refusal.code)
+        XCTAssertEqual(task.state, .completed)
+        let (data, _, error) = try await read(task, min: 1, max: 10)
+        XCTAssertNil(data)
+        XCTAssertEqual((error as? URLError)?.code, refusal.code, "operations after the refusal fail at once")
+        XCTAssertEqual(server.connections.count, 1, "the client did connect")
+        XCTAssertEqual(server.receivedByteCount, 0, "no application byte reached the server")
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
+    // MARK: - Timeouts and failures
+
+    func testReadTimesOutWhenThePeerSendsNothing() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let (data, atEOF, error) = try await read(task, min: 1, max: 10, timeout: 0.3)
+        XCTAssertNil(data)
+        XCTAssertFalse(atEOF)
+        XCTAssertEqual((error as? URLError)?.code, .timedOut)
+        XCTAssertEqual(task.state, .running, "a read's timeout fails that read only")
+        let writeError = try await write(task, Data("still open".utf8))
+        XCTAssertNil(writeError)
+        task.cancel()
+        _ = await observer.completion(of: task)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
+    func testWriteTimesOutWhenThePeerDoesNotRead() async throws {
+        let server = try await startServer(behaviour: .unread)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        // More than loopback's socket buffers on both sides can hold.
+        let error = try await write(task, Data(count: 64 << 20), timeout: 0.5) as? URLError
+        XCTAssertEqual(error?.code, .timedOut)
+        XCTAssertEqual(task.state, .running, "a write's timeout fails that write only")
+        XCTAssertGreaterThan(task.countOfBytesSent, 0)
+        XCTAssertLessThan(task.countOfBytesSent, 64 << 20)
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    func testInvalidatingTheSessionCancelsOpenStreams() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let pendingRead = OnceBox<Error?>()
+        task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in pendingRead.resolve(error) }
+        manager.invalidateSessionCancelingTasks(true, resetSession: true)
+        let completion = await observer.completion(of: task)
+        XCTAssertEqual((completion as? URLError)?.code, .cancelled)
+        let readError = try await pendingRead.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((readError as? URLError)?.code, .cancelled)
+    }
+
+    func testRefusedConnectionFailsPendingAndLaterOperations() async throws {
+        let port = try Self.closedPort()
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
+        task.resume()
+        async let pendingRead = read(task, min: 1, max: 10)
+        let writeError = try await write(task, Data("x".utf8)) as? URLError
+        XCTAssertEqual(writeError?.code, .cannotConnectToHost)
+        let readError = try await pendingRead.error as? URLError
+        XCTAssertEqual(readError?.code, .cannotConnectToHost)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .cannotConnectToHost)
+        XCTAssertEqual((task.error as? URLError)?.code, .cannotConnectToHost)
+        let laterError = try await write(task, Data("y".utf8)) as? URLError
+        XCTAssertEqual(laterError?.code, .cannotConnectToHost)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
+    func testAnInvalidPortFailsTheFirstOperation() async throws {
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: 70_000)
+        task.resume()
+        let error = try await write(task, Data("x".utf8)) as? URLError
+        XCTAssertEqual(error?.code, .badURL)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .badURL)
+    }
+
+    func testPeerCloseInTheMiddleOfAReadDeliversWhatCameWithTheEndOfStream() async throws {
+        let sent = Data(repeating: 0x2A, count: 10)
+        let server = try await startServer(behaviour: .send(sent, thenClose: true))
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let (data, atEOF, error) = try await read(task, min: 100, max: 1000)
+        XCTAssertNil(error)
+        XCTAssertEqual(data, sent, "fewer than the minimum at the end of stream")
+        XCTAssertTrue(atEOF)
+        let (later, laterAtEOF, laterError) = try await read(task, min: 1, max: 10)
+        XCTAssertEqual(later ?? Data(), Data())
+        XCTAssertTrue(laterAtEOF)
+        XCTAssertNil(laterError)
+        XCTAssertEqual(observer.readClosed, 1)
+        XCTAssertEqual(task.state, .running, "the write side is still open")
+        task.closeWrite()
+        let completion = await observer.completion(of: task)
+        XCTAssertNil(completion, "both directions closed: the task completes without error")
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertEqual(observer.writeClosed, 1)
+    }
+
+    func testCloseWriteIsSeenAsEndOfStreamByTheServer() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let message = Data("last words".utf8)
+        task.write(message, timeout: 10) { _ in }
+        task.closeWrite()
+        let afterClose = try await write(task, Data("too late".utf8)) as? URLError
+        XCTAssertNotNil(afterClose, "a write after closeWrite fails")
+        // The echo server answers the half-close by closing: the echo, then the end of stream.
+        let echoed = try await readToEnd(task)
+        XCTAssertEqual(echoed, message)
+        let completion = await observer.completion(of: task)
+        XCTAssertNil(completion)
+        XCTAssertEqual(server.connections.first?.inputClosed, true)
+        XCTAssertEqual(server.connections.first?.received, message)
+        XCTAssertEqual(observer.writeClosed, 1)
+        XCTAssertEqual(observer.readClosed, 1)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
+    func testCancelCompletesEachPendingOperationOnce() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let boxes = (0..<3).map { _ in OnceBox<Error?>() }
+        for box in boxes {
+            task.readData(ofMinLength: 1, maxLength: 10, timeout: 0) { _, _, error in box.resolve(error) }
+        }
+        let writeBox = OnceBox<Error?>()
+        task.write(Data("queued".utf8), timeout: 0) { error in writeBox.resolve(error) }
+        task.cancel()
+        task.cancel()
+        let completion = await observer.completion(of: task)
+        XCTAssertEqual((completion as? URLError)?.code, .cancelled)
+        for box in boxes {
+            let error = try await box.value(timeout: 10, file: #filePath, line: #line)
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+            XCTAssertEqual(box.deliveries, 1)
+        }
+        _ = try await writeBox.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual(writeBox.deliveries, 1)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+        XCTAssertEqual(task.state, .completed)
+    }
+
+    func testStartTLSUpgradesAPlainStreamOnceEarlierOperationsAreDone() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        // Queued at once: the handshake waits for the plain write and read before it, the secret waits for it.
+        let plainWrite = OnceBox<Error?>()
+        task.write(Data("STARTTLS\n".utf8), timeout: 10) { error in plainWrite.resolve(error) }
+        let answer = OnceBox<Data?>()
+        task.readData(ofMinLength: 3, maxLength: 3, timeout: 10) { data, _, _ in answer.resolve(data) }
+        task.startSecureConnection()
+        let secret = Data("secret".utf8)
+        let secretWrite = try await write(task, secret)
+        XCTAssertNil(secretWrite)
+        let plainWriteError = try await plainWrite.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertNil(plainWriteError)
+        let answerData = try await answer.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual(answerData, Data("GO\n".utf8))
+        let (echo, _, error) = try await read(task, min: secret.count, max: secret.count)
+        XCTAssertNil(error)
+        XCTAssertEqual(echo, secret)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\nsecret".utf8))
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    func testStartTLSWithAWrongPinSendsNothingAfterTheUpgrade() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("untrusted-root"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        let (answer, _, _) = try await read(task, min: 3, max: 3)
+        XCTAssertEqual(answer, Data("GO\n".utf8))
+        task.startSecureConnection()
+        let refused = try await write(task, Data("secret".utf8)) as? URLError
+        XCTAssertEqual(refused?.code, .serverCertificateUntrusted)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "nothing after the refusal")
+    }
+
+    func testStartSecureConnectionAfterCloseWriteFailsTheFollowingOperations() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let first = try await write(task, Data("plain".utf8))
+        XCTAssertNil(first)
+        task.closeWrite()
+        task.startSecureConnection()
+        let (data, _, error) = try await read(task, min: 1, max: 1)
+        XCTAssertNil(data)
+        XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
+    // MARK: - Async forms
+
+    func testAsyncWritesAndTheChunksSequence() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        var sent = Data()
+        for index in 0..<16 {
+            let chunk = Data((0..<16_384).map { UInt8(truncatingIfNeeded: $0 &+ index) })
+            try await task.write(chunk, timeout: 10)
+            sent.append(chunk)
+        }
+        task.closeWrite()
+        var received = Data()
+        for try await chunk in task.chunks(maxLength: 10_000, timeout: 10) {
+            XCTAssertLessThanOrEqual(chunk.count, 10_000)
+            received.append(chunk)
+        }
+        XCTAssertEqual(received, sent)
+        let completion = await observer.completion(of: task)
+        XCTAssertNil(completion)
+    }
+
+    func testCancellingTheConsumingSwiftTaskCancelsTheStream() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let stream = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        stream.resume()
+        let consumer = Task {
+            for try await _ in stream.chunks() {}
+        }
+        try await stream.write(Data("hello".utf8), timeout: 10)  // connected: the consumer's read is pending
+        consumer.cancel()
+        let result = await consumer.result
+        XCTAssertThrowsError(try result.get()) { error in
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        }
+        let completion = await observer.completion(of: stream)
+        XCTAssertEqual((completion as? URLError)?.code, .cancelled)
+    }
+
+    // MARK: - Many streams
+
+    func testHundredConcurrentStreamsEachEchoAndCompleteOnce() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        let tasks = (0..<100).map { _ in manager.streamTask(withHostName: "127.0.0.1", port: server.port) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, task) in tasks.enumerated() {
+                group.addTask {
+                    task.resume()
+                    let message = Data("stream \(index) ".utf8) + Data(repeating: UInt8(index), count: 1_000)
+                    try await task.write(message, timeout: 20)
+                    task.closeWrite()
+                    var received = Data()
+                    for try await chunk in task.chunks(timeout: 20) { received.append(chunk) }
+                    XCTAssertEqual(received, message, "stream \(index)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        for task in tasks {
+            let completion = await observer.completion(of: task)
+            XCTAssertNil(completion)
+            XCTAssertEqual(observer.completionCount(of: task), 1)
+        }
+        XCTAssertEqual(Set(tasks.map(\.taskIdentifier)).count, 100)
+        XCTAssertEqual(server.connections.count, 100)
+        XCTAssertEqual(observer.offQueueCallbacks, 0)
+    }
+
+    func testAnIdleStreamStaysOpenWhileOthersConnectAndClose() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        let idle = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        idle.resume()
+        try await idle.write(Data("one".utf8), timeout: 10)
+        // The echo arrives while nobody reads: it waits in the socket through the others' connections.
+        for round in 0..<3 {
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            for _ in 0..<5 {
+                let other = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+                other.resume()
+                try await other.write(Data("round \(round)".utf8), timeout: 10)
+                other.cancel()
+                _ = await observer.completion(of: other)
+            }
+        }
+        let first = try await idle.read(minLength: 3, maxLength: 3, timeout: 10)
+        XCTAssertEqual(first.data, Data("one".utf8))
+        try await idle.write(Data("two".utf8), timeout: 10)
+        let second = try await idle.read(minLength: 3, maxLength: 3, timeout: 10)
+        XCTAssertEqual(second.data, Data("two".utf8))
+        idle.cancel()
+        _ = await observer.completion(of: idle)
+    }
+
+    /// A loopback port nothing listens on (bound, then closed).
+    private static func closedPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw URLError(.cannotConnectToHost) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress -> Bool in
+                bind(fd, socketAddress, length) == 0 && getsockname(fd, socketAddress, &length) == 0
+            }
+        }
+        guard bound else { throw URLError(.cannotConnectToHost) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
