@@ -278,6 +278,17 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
+        _ task: URLSessionTask, in session: URLSession, willCache proposed: CachedURLResponse
+    )
+        -> CachedURLResponse?
+    {
+        guard let dataTask = task as? URLSessionDataTask,
+            let override = overrides.read({ $0.dataTaskWillCacheResponse })
+        else { return proposed }
+        return override(session, dataTask, proposed)
+    }
+
+    func task(
         _ task: URLSessionTask, in session: URLSession,
         producingResumeData handler: @escaping @Sendable (Data?) -> Void
     ) -> Bool {

@@ -109,7 +109,7 @@ struct CacheExchange {
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
         {
             confirmed = updated
-            cache.save(updated, for: request)
+            cache.save(updated.cachedURLResponse, for: request)
             return updated.response
         }
         if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated) == nil,
@@ -134,20 +134,24 @@ struct CacheExchange {
     /// stored response to invalidate.
     var hasWorkAtEnd: Bool { kept != nil || confirmed != nil || unsafeTarget != nil }
 
-    /// The running transfer ended: stores the kept response when it ended well, and drops what an unsafe method
-    /// with a successful response changed (RFC 9111 4.4).
-    mutating func ended(response: URLResponse?, failed: Bool) {
+    /// The running transfer ended: drops what an unsafe method with a successful response changed (RFC 9111 4.4),
+    /// and returns the response kept for the cache, if it ended well, for the manager to approve (``store(_:for:)``).
+    mutating func ended(response: URLResponse?, failed: Bool) -> (proposed: CachedURLResponse, request: URLRequest)? {
         defer { (kept, candidate, unsafeTarget) = (nil, nil, nil) }
-        guard !failed else { return }
-        if let kept {
-            let entry = CacheEntry(
-                response: kept.response, data: kept.body, request: kept.request, requestTime: requestTime,
-                responseTime: kept.responseTime, policyKey: key())
-            cache.save(entry, for: kept.request)
-        }
+        guard !failed else { return nil }
         if let unsafeTarget, let status = (response as? HTTPURLResponse)?.statusCode, (200..<400).contains(status) {
             cache.invalidate(unsafeTarget)
         }
+        guard let kept else { return nil }
+        let entry = CacheEntry(
+            response: kept.response, data: kept.body, request: kept.request, requestTime: requestTime,
+            responseTime: kept.responseTime, policyKey: key())
+        return (entry.cachedURLResponse, kept.request)
+    }
+
+    /// Stores what the manager approved of a response ``ended(response:failed:)`` proposed.
+    func store(_ approved: CachedURLResponse, for request: URLRequest) {
+        cache.save(approved, for: request)
     }
 
     /// Methods that change nothing on the server (RFC 9110 9.2.1): their responses invalidate nothing.

@@ -361,7 +361,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             conversation.held = nil
             if let error {
                 if conversation.cache != nil {
-                    conversation.cache?.ended(response: nil, failed: true)
+                    _ = conversation.cache?.ended(response: nil, failed: true)
                 }
                 finish(error)
             } else if let held, let challenge = held.challenge {
@@ -391,7 +391,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
     private func endCachedExchange(of task: URLSessionTask) {
         guard conversation.cache?.hasWorkAtEnd == true else { return }
-        conversation.cache?.ended(response: observed.read { $0.response }, failed: false)
+        if let kept = conversation.cache?.ended(response: observed.read { $0.response }, failed: false),
+            let approved = environment.sink.task(task, in: environment.session, willCache: kept.proposed)
+        {
+            conversation.cache?.store(approved, for: kept.request)
+        }
         if let confirmed = conversation.cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
     }
 

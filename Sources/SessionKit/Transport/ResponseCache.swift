@@ -120,10 +120,11 @@ final class ResponseCache: @unchecked Sendable {
     /// The largest body stored: a twentieth of the cache, as Apple's URLSession does.
     var maximumBodySize: Int { max(store.memoryCapacity, store.diskCapacity) / 20 }
 
-    /// Stores `entry` as the answer to `request`.
-    func save(_ entry: CacheEntry, for request: URLRequest) {
+    /// Stores `response` (a ``CacheEntry``'s, or what the manager's `dataTaskWillCacheResponse` made of it) as the
+    /// answer to `request`.
+    func save(_ response: CachedURLResponse, for request: URLRequest) {
         guard let url = request.url else { return }
-        store.storeCachedResponse(entry.cachedURLResponse, for: request)
+        store.storeCachedResponse(response, for: request)
         index.markPresent(CacheEntry.withoutFragment(url))
     }
 

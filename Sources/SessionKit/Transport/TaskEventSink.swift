@@ -36,6 +36,12 @@ protocol TaskEventSink: AnyObject, Sendable {
         _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
     ) -> ChallengeAction
 
+    /// A response is about to be stored in the HTTP cache: what to store (`proposed`, another one, or nil for none).
+    func task(
+        _ task: URLSessionTask, in session: URLSession, willCache proposed: CachedURLResponse
+    )
+        -> CachedURLResponse?
+
     /// A transfer ended: libcurl's timings of it.
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
 

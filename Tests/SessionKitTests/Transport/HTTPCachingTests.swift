@@ -406,6 +406,22 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertFalse(contents[0].isEmpty)
     }
 
+    func testWillCacheResponseOverrideDecidesWhatIsStored() async throws {
+        let (manager, _) = cachingManager()
+        let asked = CallCounter()
+        manager.dataTaskWillCacheResponse = { _, _, proposed in
+            asked.increment()
+            return (proposed.response.url?.query ?? "").contains("refuse") ? nil : proposed
+        }
+        _ = try await get(manager, server.url("/cache/60?refuse"))
+        _ = try await get(manager, server.url("/cache/60?refuse"))
+        _ = try await get(manager, server.url("/cache/60?keep"))
+        _ = try await get(manager, server.url("/cache/60?keep"))
+        XCTAssertEqual(asked.count, 3, "asked for each response about to be stored")
+        XCTAssertEqual(received("/cache/60?refuse").count, 2, "nil: nothing stored")
+        XCTAssertEqual(received("/cache/60?keep").count, 1)
+    }
+
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
         let manager = makeManager(transport: .curl)
         _ = try await get(manager, server.url("/cache/60"))
