@@ -242,8 +242,10 @@ struct CacheEntry {
     /// The URL as the cache keys it: without its fragment (found byte-wise: a `Character` search costs more than
     /// the rest of a cache miss).
     static func withoutFragment(_ url: URL) -> String {
-        let text = url.absoluteString
-        guard let hash = text.utf8.firstIndex(of: UInt8(ascii: "#")) else { return text }
+        var text = url.absoluteString
+        let hasFragment =
+            text.withUTF8 { bytes in bytes.baseAddress.map { memchr($0, 0x23, bytes.count) != nil } ?? false }
+        guard hasFragment, let hash = text.utf8.firstIndex(of: UInt8(ascii: "#")) else { return text }
         return String(text[..<hash])
     }
 }

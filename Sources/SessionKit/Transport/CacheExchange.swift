@@ -52,7 +52,9 @@ struct CacheExchange {
     /// Plans the transfer of `request` (the task's first, or the next after a redirect).
     mutating func start(_ request: URLRequest) -> Start {
         (candidate, confirmed, kept, storesResponse, requestTime) = (nil, nil, nil, false, Date())
-        if let method = request.httpMethod, !Self.safeMethods.contains(where: method.equalsIgnoringASCIICase) {
+        if let method = request.httpMethod, method != "GET",
+            !Self.safeMethods.contains(where: method.equalsIgnoringASCIICase)
+        {
             unsafeTarget = request.url
         } else {
             unsafeTarget = nil

@@ -62,6 +62,8 @@ final class ResponseCache: @unchecked Sendable {
         if let fields = request.allHTTPHeaderFields, !fields.isEmpty {
             var pragmaNoCache = false
             for (name, value) in fields {
+                // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
+                guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
                 if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
                 if name.equalsIgnoringASCIICase("Cache-Control") {
                     requestControl = CacheControl(value)

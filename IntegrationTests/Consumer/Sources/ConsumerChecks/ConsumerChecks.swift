@@ -18,6 +18,8 @@ struct ConsumerChecks {
             try await MainActorChecks(baseURL: base).run()
             try await UserStore(baseURL: base).run()
             try await asyncForms(baseURL: base)
+            try await streamTaskChecks(port: Int(server.port))
+            try await UserStore(baseURL: base).runStream(port: Int(server.port))
             if CommandLine.arguments.count > 1 {
                 try await runQuickStart(CommandLine.arguments[1])
             }
@@ -26,6 +28,33 @@ struct ConsumerChecks {
             print("consumer-checks: FAILED: \(error)")
             exit(1)
         }
+    }
+
+    /// A stream task driven from the main actor: the closure forms (called later on the manager's delegate queue),
+    /// then the async forms, against the same server spoken to by hand.
+    @MainActor static func streamTaskChecks(port: Int) async throws {
+        let manager = URLSessionManager()
+        let request = Data("GET /v1/users/1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8)
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
+        task.resume()
+        let writeError: Error? = await withCheckedContinuation { continuation in
+            task.write(request, timeout: 10) { continuation.resume(returning: $0) }
+        }
+        try expect(writeError == nil, "stream write: \(String(describing: writeError))")
+        let head: Data = try await withCheckedThrowingContinuation { continuation in
+            task.readData(ofMinLength: 12, maxLength: 65_536, timeout: 10) { data, _, error in
+                if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: data ?? Data()) }
+            }
+        }
+        try expect(String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "stream read: \(head.count) bytes")
+        task.cancel()
+
+        let second = manager.streamTask(withHostName: "127.0.0.1", port: port)
+        second.resume()
+        try await second.write(request, timeout: 10)
+        var received = Data()
+        for try await chunk in second.chunks(timeout: 10) { received.append(chunk) }  // the server closes after answering
+        try expect(String(decoding: received, as: UTF8.self).contains("\"Ada\""), "stream chunks: \(received.count) bytes")
     }
 
     /// Every async form of the managers.
@@ -185,6 +214,18 @@ actor UserStore {
     init(baseURL: URL?) {
         manager = URLSessionManager()
         self.baseURL = baseURL
+    }
+
+    /// A stream task from an actor: its closures hop back to the actor with a Sendable value.
+    func runStream(port: Int) async throws {
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
+        task.resume()
+        try await task.write(Data("GET /v1/users HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".utf8), timeout: 10)
+        let (data, _) = try await task.read(minLength: 12, maxLength: 65_536, timeout: 10)
+        downloaded += Int64(data.count)
+        task.closeWrite()
+        task.cancel()
+        try expect(String(decoding: data, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "actor stream: \(data.count) bytes")
     }
 
     func run() async throws {
