@@ -8,7 +8,8 @@ import NIOHTTP1
 /// - `/cache`: as httpbin, 304 to any `If-None-Match` or `If-Modified-Since`, else 200 with `Last-Modified` and `ETag`.
 /// - `/cache/{n}`: `Cache-Control: public, max-age=n`.
 /// - `/etag/{etag}`: as httpbin, 304 when `If-None-Match` names the entity tag (or `*`), else 200 with `ETag`.
-/// - `/cacheable?Field=value…`: the query's pairs as response fields; 304 when the request's `If-None-Match` matches the
+/// - `/cacheable?Field=value…`: the query's pairs as response fields (`post_status=N`: the status of a request other than
+///   GET); 304 when the request's `If-None-Match` matches the
 ///   query's `ETag`, or its `If-Modified-Since` is not before the query's `Last-Modified`. The body echoes the request
 ///   fields the response's `Vary` names.
 extension HTTPBinHandler {
@@ -40,7 +41,14 @@ extension HTTPBinHandler {
             }
             notModified = asked?.contains { $0 == tag || $0 == "*" || $0 == "W/\(tag)" } ?? false
         default:
-            for (name, value) in request.queryPairs { headers.add(name: name, value: value) }
+            for (name, value) in request.queryPairs where name != "post_status" {
+                headers.add(name: name, value: value)
+            }
+            if request.method != "GET", let status = request.query["post_status"].flatMap({ Int($0) }) {
+                return respond(
+                    context, request, status: HTTPResponseStatus(statusCode: status), body: Data(), contentType: nil,
+                    extraHeaders: headers)
+            }
             let query = request.query
             if let tag = query["ETag"], let asked = request.header("If-None-Match") {
                 notModified = asked.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == tag }

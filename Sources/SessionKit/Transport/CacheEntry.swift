@@ -49,13 +49,24 @@ struct CacheEntry {
         let received = (info[Key.responseTime] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         let sent = (info[Key.requestTime] as? NSNumber).map { Date(timeIntervalSince1970: $0.doubleValue) }
         // Stored by someone else: the response's own Date is the best guess of when it arrived.
-        let fallback = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? Date.distantPast
+        let fallback = response.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) } ?? Date.distantPast
         self.response = response
         self.data = cached.data
         self.responseTime = received ?? fallback
         self.requestTime = sent ?? received ?? fallback
         self.varyValues = info[Key.vary] as? [String: String]
         self.policyKey = info[Key.policy] as? String
+    }
+
+    /// `approved` (what the manager's `dataTaskWillCacheResponse` made of `proposed`, this entry's
+    /// ``cachedURLResponse``) with the entry's metadata added to its `userInfo` where it lacks it, so that a replaced
+    /// response still carries its times, its `Vary` values and its policy.
+    static func keepingMetadata(of proposed: CachedURLResponse, in approved: CachedURLResponse) -> CachedURLResponse {
+        if approved === proposed { return approved }
+        var info = approved.userInfo ?? [:]
+        for (key, value) in proposed.userInfo ?? [:] where info[key] == nil { info[key] = value }
+        return CachedURLResponse(
+            response: approved.response, data: approved.data, userInfo: info, storagePolicy: approved.storagePolicy)
     }
 
     /// The entry as the `URLCache` stores it.
@@ -112,20 +123,20 @@ struct CacheEntry {
     var freshnessLifetime: TimeInterval {
         let control = self.control
         if let maxAge = control.maxAge { return maxAge }
-        let date = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? responseTime
+        let date = response.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) } ?? responseTime
         if let expires = response.value(forHTTPHeaderField: "Expires") {
             // An invalid Expires (such as "0") means already expired (RFC 9111 5.3).
             return HTTPDate.parse(expires).map { $0.timeIntervalSince(date) } ?? 0
         }
         guard control.isPublic || Self.heuristicallyCacheable.contains(response.statusCode),
-            let lastModified = response.value(forHTTPHeaderField: "Last-Modified").flatMap(HTTPDate.parse)
+            let lastModified = response.value(forHTTPHeaderField: "Last-Modified").flatMap({ HTTPDate.parse($0) })
         else { return 0 }
         return min(max(0, date.timeIntervalSince(lastModified)) / 10, 86_400)
     }
 
     /// The response's age at `now` (RFC 9111 4.2.3).
     func currentAge(at now: Date) -> TimeInterval {
-        let date = response.value(forHTTPHeaderField: "Date").flatMap(HTTPDate.parse) ?? responseTime
+        let date = response.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) } ?? responseTime
         let ageValue = response.value(forHTTPHeaderField: "Age").flatMap(CacheControl.deltaSeconds) ?? 0
         let apparentAge = max(0, responseTime.timeIntervalSince(date))
         let responseDelay = max(0, responseTime.timeIntervalSince(requestTime))
@@ -193,7 +204,10 @@ struct CacheEntry {
     func revalidated(by notModified: HTTPURLResponse, requestTime: Date, responseTime: Date) -> CacheEntry? {
         var fields: [String: String] = [:]
         for (name, value) in response.allHeaderFields {
-            if let name = name as? String, let value = value as? String { fields[name] = value }
+            // The stored Age described the old response; the 304's own (if any) replaces it below.
+            if let name = name as? String, let value = value as? String, !name.equalsIgnoringASCIICase("Age") {
+                fields[name] = value
+            }
         }
         for (name, value) in notModified.allHeaderFields {
             guard let name = name as? String, let value = value as? String,

@@ -18,6 +18,14 @@ struct CacheExchange {
         case serve(CacheEntry)
         /// Nothing stored, and the request may not use the network.
         case unavailable
+        /// The `URLCache` must be read, which may read its disk: start again on the delegate queue.
+        case readStoreFirst
+    }
+
+    /// A response about to be stored, waiting for the manager's approval (`dataTaskWillCacheResponse`).
+    struct Proposal {
+        let response: CachedURLResponse
+        let request: URLRequest
     }
 
     let cache: ResponseCache
@@ -34,6 +42,8 @@ struct CacheExchange {
     private var requestTime = Date()
     /// The URL an unsafe method (POST, PUT, DELETE…) targets: a successful response invalidates what is stored for it.
     private var unsafeTarget: URL?
+    /// A stored response a 304 updated, to store again once approved.
+    private var proposal: Proposal?
     /// The response being kept for the cache, with its body so far.
     private var kept: (request: URLRequest, response: HTTPURLResponse, responseTime: Date, body: Data)?
 
@@ -49,8 +59,9 @@ struct CacheExchange {
         return key
     }
 
-    /// Plans the transfer of `request` (the task's first, or the next after a redirect).
-    mutating func start(_ request: URLRequest) -> Start {
+    /// Plans the transfer of `request` (the task's first, or the next after a redirect). `mayReadStore`: whether
+    /// this thread may read the `URLCache` (the delegate queue may; the thread that called `resume()` may not).
+    mutating func start(_ request: URLRequest, mayReadStore: Bool) -> Start {
         (candidate, confirmed, kept, storesResponse, requestTime) = (nil, nil, nil, false, Date())
         if let method = request.httpMethod, method != "GET",
             !Self.safeMethods.contains(where: method.equalsIgnoringASCIICase)
@@ -60,7 +71,7 @@ struct CacheExchange {
             unsafeTarget = nil
         }
         var computedKey = policyKey
-        let plan = cache.plan(for: request) {
+        let plan = cache.plan(for: request, mayReadStore: mayReadStore) {
             if let computedKey { return computedKey }
             let key = policy.configurationKey
             computedKey = key
@@ -89,6 +100,8 @@ struct CacheExchange {
             return .send(conditional)
         case .unavailable:
             return .unavailable
+        case .readStoreFirst:
+            return .readStoreFirst
         }
     }
 
@@ -111,7 +124,7 @@ struct CacheExchange {
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
         {
             confirmed = updated
-            cache.save(updated.cachedURLResponse, for: request)
+            proposal = Proposal(response: updated.cachedURLResponse, request: request)
             return updated.response
         }
         if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated) == nil,
@@ -138,7 +151,7 @@ struct CacheExchange {
 
     /// The running transfer ended: drops what an unsafe method with a successful response changed (RFC 9111 4.4),
     /// and returns the response kept for the cache, if it ended well, for the manager to approve (``store(_:for:)``).
-    mutating func ended(response: URLResponse?, failed: Bool) -> (proposed: CachedURLResponse, request: URLRequest)? {
+    mutating func ended(response: URLResponse?, failed: Bool) -> Proposal? {
         defer { (kept, candidate, unsafeTarget) = (nil, nil, nil) }
         guard !failed else { return nil }
         if let unsafeTarget, let status = (response as? HTTPURLResponse)?.statusCode, (200..<400).contains(status) {
@@ -148,12 +161,26 @@ struct CacheExchange {
         let entry = CacheEntry(
             response: kept.response, data: kept.body, request: kept.request, requestTime: requestTime,
             responseTime: kept.responseTime, policyKey: key())
-        return (entry.cachedURLResponse, kept.request)
+        return Proposal(response: entry.cachedURLResponse, request: kept.request)
     }
 
-    /// Stores what the manager approved of a response ``ended(response:failed:)`` proposed.
-    func store(_ approved: CachedURLResponse, for request: URLRequest) {
-        cache.save(approved, for: request)
+    /// The stored response a 304 just updated, to store again once the manager approves it.
+    mutating func takeProposal() -> Proposal? {
+        defer { proposal = nil }
+        return proposal
+    }
+
+    /// Stores what the manager approved of `proposal` (its response, or another one, which keeps the proposal's
+    /// metadata).
+    func store(_ approved: CachedURLResponse, for proposal: Proposal) {
+        cache.save(CacheEntry.keepingMetadata(of: proposal.response, in: approved), for: proposal.request)
+    }
+
+    /// A redirect ended the running transfer: a redirect (a non-error status) after an unsafe method invalidates
+    /// its target too (RFC 9111 4.4), POST-redirect-GET included.
+    mutating func redirected(by response: HTTPURLResponse) {
+        if let unsafeTarget, response.statusCode < 400 { cache.invalidate(unsafeTarget) }
+        (kept, candidate, unsafeTarget) = (nil, nil, nil)
     }
 
     /// Methods that change nothing on the server (RFC 9110 9.2.1): their responses invalidate nothing.

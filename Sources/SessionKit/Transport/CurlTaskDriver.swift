@@ -122,7 +122,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         switch action {
         case .startTransfer:
             notify(resumed: true)
-            start(prepared(originalRequest))
+            start(prepared(originalRequest), onDelegateQueue: false)
         case .resumeTransfer:
             flowControl.release()
             notify(resumed: true)
@@ -190,7 +190,10 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     /// Runs `request` (the first one, or the next of a redirect or challenge) on the engine of the task's policy.
-    private func start(_ request: URLRequest) {
+    ///
+    /// `onDelegateQueue`: whether this runs on the delegate queue; the first transfer starts on the caller's thread,
+    /// and moves there when the cache must read its `URLCache` (which may read its disk).
+    private func start(_ request: URLRequest, onDelegateQueue: Bool) {
         let settings = environment.settings
         if conversation.deadline == nil, settings.resourceTimeout > 0, settings.resourceTimeout.isFinite {
             conversation.deadline = Date().addingTimeInterval(settings.resourceTimeout)
@@ -210,7 +213,10 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
         }
         if conversation.cache != nil {
-            switch conversation.cache?.start(request) {
+            switch conversation.cache?.start(request, mayReadStore: onDelegateQueue) {
+            case .readStoreFirst:
+                let original = request
+                return environment.delegateQueue.async { self.start(original, onDelegateQueue: true) }
             case .serve(let entry):
                 observed.write { $0.currentRequest = request }
                 return serveStored(entry)
@@ -328,7 +334,7 @@ final class CurlTaskDriver: @unchecked Sendable {
                 conversation.held = (response, challenge, Data())  // answered when the transfer ends
             } else {
                 let wanted = conversation.cache?.wantsResponse(withFields: head.lines) ?? false
-                deliverHead(wanted ? cacheReceived(response) : response, of: task)
+                deliverHead(wanted ? cacheReceived(response, of: task) : response, of: task)
             }
         case .data(let data):
             if conversation.held != nil {
@@ -369,6 +375,7 @@ final class CurlTaskDriver: @unchecked Sendable {
                 answer(challenge, of: held.response, body: held.body, task: task)
             } else if let held {
                 _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: false) }
+                conversation.cache?.redirected(by: held.response)
                 followRedirect(held.response, task: task)
             } else {
                 if conversation.cache != nil { endCachedExchange(of: task) }
@@ -380,21 +387,28 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - HTTP cache (delegate queue)
 
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
-    private func cacheReceived(_ response: HTTPURLResponse) -> HTTPURLResponse {
+    private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
         let authenticated =
             request.value(forHTTPHeaderField: "Authorization") != nil || conversation.serverCredential != nil
             || request.url?.user != nil
-        return conversation.cache?.received(response, for: request, authenticated: authenticated) ?? response
+        let delivered = conversation.cache?.received(response, for: request, authenticated: authenticated) ?? response
+        if let proposal = conversation.cache?.takeProposal() { approveAndStore(proposal, of: task) }
+        return delivered
+    }
+
+    /// Asks the manager (`dataTaskWillCacheResponse`) about `proposal`, and stores what it approves.
+    private func approveAndStore(_ proposal: CacheExchange.Proposal, of task: URLSessionTask) {
+        if let approved = environment.sink.task(task, in: environment.session, willCache: proposal.response) {
+            conversation.cache?.store(approved, for: proposal)
+        }
     }
 
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
     private func endCachedExchange(of task: URLSessionTask) {
         guard conversation.cache?.hasWorkAtEnd == true else { return }
-        if let kept = conversation.cache?.ended(response: observed.read { $0.response }, failed: false),
-            let approved = environment.sink.task(task, in: environment.session, willCache: kept.proposed)
-        {
-            conversation.cache?.store(approved, for: kept.request)
+        if let proposal = conversation.cache?.ended(response: observed.read { $0.response }, failed: false) {
+            approveAndStore(proposal, of: task)
         }
         if let confirmed = conversation.cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
     }
@@ -497,7 +511,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// Sends `request` as the task's next transfer, unless the task ended meanwhile.
     private func startNext(_ request: URLRequest) {
         guard observed.write({ $0.lifecycle.nextTransfer() }) == .startTransfer else { return }
-        start(request)
+        start(request, onDelegateQueue: true)
     }
 
     /// The last transfer ended (or could not start): the task completes, once.

@@ -6,8 +6,9 @@ import Foundation
 enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
-    /// The date `text` names, or nil when it is not an HTTP date.
-    static func parse(_ text: String) -> Date? {
+    /// The date `text` names, or nil when it is not an HTTP date (or names a year outside 1970…9999: a hostile year
+    /// would overflow the arithmetic).
+    static func parse(_ text: String, now: Date = Date()) -> Date? {
         var day: Int?
         var month: Int?
         var year: Int?
@@ -21,9 +22,8 @@ enum HTTPDate {
             } else if let number = Int(token) {
                 if day == nil, token.count <= 2 {
                     day = number
-                } else if year == nil {
-                    // RFC 850's two-digit year: the century that puts it no more than 50 years ahead.
-                    year = token.count == 2 ? (number >= 70 ? 1900 + number : 2000 + number) : number
+                } else if year == nil, token.count <= 4 {
+                    year = token.count == 2 ? fullYear(twoDigits: number, now: now) : number
                 } else {
                     return nil
                 }
@@ -34,10 +34,19 @@ enum HTTPDate {
             }
         }
         guard let day, let month, let year, let (hour, minute, second) = time, (1...31).contains(day),
-            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second), year >= 1970
+            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second), (1970...9999).contains(year)
         else { return nil }
         let days = daysSinceEpoch(year: year, month: month, day: day)
         return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
+    }
+
+    /// RFC 850's two-digit year (RFC 9110 5.6.7): in the current century, unless that puts it more than 50 years
+    /// ahead, then in the one before.
+    private static func fullYear(twoDigits: Int, now: Date) -> Int {
+        let current = 1970 + Int(now.timeIntervalSince1970 / 31_556_952)  // close enough to tell 50 years
+        let century = current / 100 * 100
+        let candidate = century + twoDigits
+        return candidate > current + 50 ? candidate - 100 : candidate
     }
 
     /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's `days_from_civil`).

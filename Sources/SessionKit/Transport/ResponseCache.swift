@@ -12,7 +12,8 @@ import Foundation
 ///
 /// The `URLCache` of Linux answers a miss by listing its disk directory, which would cost more than a whole small
 /// GET. So the cache remembers, per `URLCache` and for a few seconds, the URLs it found nothing for under the default
-/// policy, and what it stored itself: a request to a URL nothing is stored for costs a dictionary lookup.
+/// policy: a request to a URL nothing is stored for costs a dictionary lookup. When the `URLCache` must be read, the
+/// plan says so (``Plan/readStoreFirst``) to a caller that may not read it (the thread that called `resume()`).
 final class ResponseCache: @unchecked Sendable {
     // @unchecked Sendable: `store` is Foundation's thread-safe `URLCache`; `index` is a lock-protected box shared by
     // every `ResponseCache` of that `URLCache`; the rest is immutable.
@@ -32,6 +33,8 @@ final class ResponseCache: @unchecked Sendable {
         case revalidate(CacheEntry, conditional: URLRequest)
         /// Nothing stored and the policy forbids the network (`.returnCacheDataDontLoad`, `only-if-cached`).
         case unavailable
+        /// The `URLCache` must be read and the caller may not (it may read its disk): plan again where it may.
+        case readStoreFirst
     }
 
     let store: URLCache
@@ -54,7 +57,7 @@ final class ResponseCache: @unchecked Sendable {
 
     /// What to do with `request`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https
     /// response is only used again under the policy whose handshake delivered it.
-    func plan(for request: URLRequest, policyKey: () -> String) -> Plan {
+    func plan(for request: URLRequest, mayReadStore: Bool, policyKey: () -> String) -> Plan {
         let method = request.httpMethod
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
@@ -84,12 +87,15 @@ final class ResponseCache: @unchecked Sendable {
         let consultStore = policy != .useProtocolCachePolicy || index.mayHold(key)
         var entry: CacheEntry?
         if consultStore {
-            entry = store.cachedResponse(for: request).flatMap(CacheEntry.init).flatMap { entry in
+            guard mayReadStore else { return .readStoreFirst }
+            let stored = store.cachedResponse(for: request)
+            entry = stored.flatMap(CacheEntry.init).flatMap { entry in
                 guard entry.matches(request) else { return nil }
                 if url.scheme?.lowercased() == "https", entry.policyKey != policyKey() { return nil }
                 return entry
             }
-            if entry == nil, policy == .useProtocolCachePolicy { index.markAbsent(key) }
+            // Only when nothing at all is stored under the URL's key (another query or variant may be).
+            if stored == nil, policy == .useProtocolCachePolicy { index.markAbsent(key) }
         }
         let now = Date()
         switch (policy, entry) {
@@ -130,11 +136,11 @@ final class ResponseCache: @unchecked Sendable {
         index.markPresent(CacheEntry.withoutFragment(url))
     }
 
-    /// Drops what is stored for `url` after an unsafe method changed it (RFC 9111 4.4); only responses this process
-    /// stored are known.
+    /// Drops what is stored for `url` after an unsafe method changed it (RFC 9111 4.4), unless the URL was found
+    /// empty a moment ago (removing lists the `URLCache`'s disk directory).
     func invalidate(_ url: URL) {
         let key = CacheEntry.withoutFragment(url)
-        guard index.holds(key) else { return }
+        guard index.mayHold(key) else { return }
         store.removeCachedResponse(for: URLRequest(url: url))
         index.markAbsent(key)
     }
@@ -175,14 +181,6 @@ final class ResponseCache: @unchecked Sendable {
             entries.read { entries in
                 guard case .absent(let until)? = entries[key] else { return true }
                 return until < Date()
-            }
-        }
-
-        /// Whether this process stored a response for the URL.
-        func holds(_ key: String) -> Bool {
-            entries.read { entries in
-                if case .present? = entries[key] { return true }
-                return false
             }
         }
 

@@ -48,6 +48,23 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertNil(HTTPDate.parse("0"))
         XCTAssertNil(HTTPDate.parse("yesterday"))
         XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 1994 25:49:37 GMT"))
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 999999999999 08:49:37 GMT"), "a hostile year is refused, not trapped")
+        XCTAssertNil(HTTPDate.parse("Sun, 06 Nov 9223372036854775807 08:49:37 GMT"))
+        XCTAssertNotNil(HTTPDate.parse("Fri, 31 Dec 9999 23:59:59 GMT"))
+        let in2026 = Date(timeIntervalSince1970: 1_790_000_000)
+        XCTAssertEqual(
+            HTTPDate.parse("Tuesday, 01-Jan-80 00:00:00 GMT", now: in2026), Date(timeIntervalSince1970: 315_532_800),
+            "2080 would be more than 50 years ahead: 1980")
+        XCTAssertEqual(
+            HTTPDate.parse("Saturday, 01-Jan-50 00:00:00 GMT", now: in2026),
+            HTTPDate.parse("Sat, 01 Jan 2050 00:00:00 GMT"))
+    }
+
+    func testHostileDateFieldsInAStoredResponseDoNotTrap() {
+        let hostile = "Sun, 06 Nov 999999999999 08:49:37 GMT"
+        let stored = entry(["Date": hostile, "Expires": hostile, "Last-Modified": hostile, "Cache-Control": "public"])
+        XCTAssertEqual(stored.freshnessLifetime, 0)
+        XCTAssertGreaterThanOrEqual(stored.currentAge(at: Date()), 0)
     }
 
     func testWhatMayBeStored() {
@@ -139,6 +156,11 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertEqual(updated.response.value(forHTTPHeaderField: "X-Old"), "1")
         XCTAssertEqual(updated.response.value(forHTTPHeaderField: "X-New"), "2")
         XCTAssertEqual(updated.response.value(forHTTPHeaderField: "Cache-Control"), "max-age=5")
+        let aged = entry(["ETag": "\"a\"", "Age": "500", "Cache-Control": "max-age=600"])
+        let refreshed = try XCTUnwrap(
+            aged.revalidated(by: response(["ETag": "\"a\""], status: 304), requestTime: Date(), responseTime: Date()))
+        XCTAssertNil(refreshed.response.value(forHTTPHeaderField: "Age"), "the old Age went with the old response")
+        XCTAssertTrue(refreshed.isUsableWithoutValidation(for: URLRequest(url: url), at: Date()))
         let conditional = try XCTUnwrap(stored.conditionalRequest(for: URLRequest(url: url)))
         XCTAssertEqual(conditional.value(forHTTPHeaderField: "If-None-Match"), "\"a\"")
         XCTAssertNil(entry(["Cache-Control": "max-age=5"]).conditionalRequest(for: URLRequest(url: url)))

@@ -422,6 +422,45 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received("/cache/60?keep").count, 1)
     }
 
+    func testPostRedirectedToAGetInvalidatesThePostTarget() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([("Cache-Control", "max-age=60"), ("Location", "/get"), ("post_status", "303")])
+        _ = try await get(manager, server.url(path))
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 1)
+        // POST-redirect-GET: the POST is answered by 303 See Other, followed with a GET elsewhere.
+        _ = try await get(manager, server.url(path), method: "POST")
+        XCTAssertEqual(received(path).map(\.method), ["GET", "POST"])
+        XCTAssertEqual(received("/get").count, 1, "the 303 was followed")
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).map(\.method), ["GET", "POST", "GET"], "the POST's target was invalidated")
+    }
+
+    func testRevalidationIsAlsoSubmittedToWillCacheResponse() async throws {
+        let (manager, cache) = cachingManager()
+        let proposals = LockedBox<[Int]>([])
+        manager.dataTaskWillCacheResponse = { _, _, proposed in
+            proposals.write { $0.append((proposed.response as? HTTPURLResponse)?.statusCode ?? 0) }
+            // A new object without SessionKit's metadata: the stored entry keeps working all the same.
+            return CachedURLResponse(response: proposed.response, data: proposed.data)
+        }
+        let path = query([("Cache-Control", "max-age=0"), ("ETag", "\"w\""), ("Vary", "Accept-Language")])
+        let first = try await get(manager, server.url(path), headers: ["Accept-Language": "en"])
+        let second = try await get(manager, server.url(path), headers: ["Accept-Language": "en"])
+        XCTAssertEqual(proposals.wrappedValue, [200, 200], "the first response and the one a 304 updated")
+        XCTAssertEqual(header("If-None-Match", of: received(path)[1]), "\"w\"", "the Vary values survived")
+        XCTAssertEqual(first.serial, second.serial)
+        XCTAssertNotNil(
+            (cache.cachedResponse(for: URLRequest(url: server.url(path)))?.response as? HTTPURLResponse)?
+                .value(forHTTPHeaderField: "X-Revalidation"), "the approved update was stored")
+        manager.dataTaskWillCacheResponse = { _, _, _ in nil }
+        _ = try await get(manager, server.url(path), headers: ["Accept-Language": "en"])
+        let kept = (cache.cachedResponse(for: URLRequest(url: server.url(path)))?.response as? HTTPURLResponse)?
+            .value(forHTTPHeaderField: "X-Revalidation")
+        XCTAssertEqual(
+            kept, second.response.value(forHTTPHeaderField: "X-Revalidation"), "a refused update is not stored")
+    }
+
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
         let manager = makeManager(transport: .curl)
         _ = try await get(manager, server.url("/cache/60"))
