@@ -23,6 +23,44 @@ final class CacheRulesTests: XCTestCase {
             requestTime: receivedAt, responseTime: receivedAt, policyKey: nil)
     }
 
+    /// 20,000 stored responses with random values in every field the rules read (seeded, so a failure repeats): the
+    /// rules answer, never trap, and never call a response fresh for longer than its lifetime allows.
+    func testRandomFieldValuesNeverTrap() {
+        var generator = SeededGenerator(seed: 0x5E55_1011)
+        let alphabet = Array("0123456789 ,-:=\"abcdefghijklmnopqrstuvwxyzMGTNOVSunJa*\t;/+.")
+        let names = ["Date", "Expires", "Age", "Last-Modified", "Cache-Control", "Vary", "ETag", "Pragma"]
+        func randomValue() -> String {
+            if Int.random(in: 0..<4, using: &generator) == 0 {
+                return [
+                    "max-age=99999999999999999999", "Sun, 06 Nov 999999999999 08:49:37 GMT", "-1", "1e308",
+                    "max-age=-5, s-maxage=\"", "Age: 18446744073709551616",
+                ].randomElement(using: &generator)!
+            }
+            return String(
+                (0..<Int.random(in: 0..<40, using: &generator)).map { _ in
+                    alphabet.randomElement(using: &generator)!
+                })
+        }
+        let now = Date()
+        for _ in 0..<20_000 {
+            var fields: [String: String] = [:]
+            for name in names where Bool.random(using: &generator) { fields[name] = randomValue() }
+            var request = URLRequest(url: url)
+            if Bool.random(using: &generator) { request.setValue(randomValue(), forHTTPHeaderField: "Cache-Control") }
+            let stored = entry(
+                fields, receivedAt: now.addingTimeInterval(-Double(Int.random(in: 0..<100_000, using: &generator))))
+            let lifetime = stored.freshnessLifetime
+            let age = stored.currentAge(at: now)
+            XCTAssertFalse(lifetime.isNaN || age.isNaN)
+            XCTAssertGreaterThanOrEqual(age, 0)
+            if stored.isUsableWithoutValidation(for: request, at: now) {
+                XCTAssertTrue(lifetime > age || CacheEntry.requestControl(of: request).maxStale != nil, "\(fields)")
+            }
+            _ = stored.matches(request)
+            _ = CacheEntry.refusalToStore(stored.response, for: request, authenticated: Bool.random(using: &generator))
+        }
+    }
+
     func testCacheControlDirectives() {
         let control = CacheControl(#"public, MAX-AGE=60, s-maxage="120", no-cache="Set-Cookie, X-A", must-revalidate"#)
         XCTAssertEqual(control.maxAge, 60)
@@ -164,5 +202,18 @@ final class CacheRulesTests: XCTestCase {
         let conditional = try XCTUnwrap(stored.conditionalRequest(for: URLRequest(url: url)))
         XCTAssertEqual(conditional.value(forHTTPHeaderField: "If-None-Match"), "\"a\"")
         XCTAssertNil(entry(["Cache-Control": "max-age=5"]).conditionalRequest(for: URLRequest(url: url)))
+    }
+}
+
+/// A deterministic generator (SplitMix64), so that a random test repeats exactly.
+private struct SeededGenerator: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
     }
 }
