@@ -30,16 +30,13 @@ struct CacheEntry {
         response: HTTPURLResponse, data: Data, request: URLRequest, requestTime: Date, responseTime: Date,
         policyKey: String?
     ) {
-        self.response = response
-        self.data = data
-        self.requestTime = requestTime
-        self.responseTime = responseTime
-        self.policyKey = policyKey
         var values: [String: String] = [:]
         for name in Self.varyNames(of: response) {
             values[name] = Self.normalized(request.value(forHTTPHeaderField: name))
         }
-        self.varyValues = values
+        self.init(
+            response: response, data: data, requestTime: requestTime, responseTime: responseTime, varyValues: values,
+            policyKey: policyKey)
     }
 
     /// An entry read back from the `URLCache`; nil when it holds no HTTP response.
