@@ -14,8 +14,8 @@ import Foundation
 /// transfer unless that evaluation passed on this connection, or the connection is a reused one of the same
 /// policy's engine. The TLS session cache is off, so a resumed session never skips the check.
 final class CurlTransfer: @unchecked Sendable {
-    // @unchecked Sendable: after `init`, the fields are used on the engine thread only; `policyAccepted` is
-    // written by OpenSSL's callback on that same thread.
+    // @unchecked Sendable: after `init`, the fields are used on the engine thread only; `handshake` is written by
+    // OpenSSL's callback on that same thread.
 
     /// What the transfer reports, on the engine thread.
     struct Events {
@@ -37,17 +37,14 @@ final class CurlTransfer: @unchecked Sendable {
     /// The request's method, upper-cased.
     private let method: String
     private let isTLS: Bool
-    private let policy: SecurityPolicy
     private let events: Events
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var statusCode = 0
     private var httpVersion = "HTTP/1.1"
     private var headerFields: [(String, String)] = []
     private var responseDelivered = false
-    private var policyEvaluated = false
-    private var policyAccepted = false
-    /// Why the policy refused this handshake's chain.
-    private var refusal: SecurityPolicy.Refusal?
+    /// The policy's decision on this transfer's TLS handshake.
+    private let handshake: HandshakeCheck
     /// No byte for this long ends the transfer with `URLError.timedOut` (URLSession's request timeout is an idle
     /// timeout, which libcurl's own options do not express while waiting for the response head).
     private let idleTimeout: TimeInterval
@@ -130,7 +127,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.easy = easy
         self.url = url
         self.isTLS = url.scheme?.lowercased() == "https"
-        self.policy = policy
+        self.handshake = HandshakeCheck(policy: policy, host: url.host)
         self.idleTimeout = idleTimeout
         self.flowControl = flowControl
         self.events = events
@@ -235,8 +232,8 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
-            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
-            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
+            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, HandshakeCheck.sslContextCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, Unmanaged.passUnretained(handshake).toOpaque())
             // HTTP/2 when the server offers it by ALPN; a request waits for a connection being set up rather
             // than opening another, so concurrent requests share one HTTP/2 connection.
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS))
@@ -356,29 +353,6 @@ final class CurlTransfer: @unchecked Sendable {
         return 1
     }
 
-    private static let sslContextCallback: sk_curl_ssl_ctx_callback = { _, context, userdata in
-        guard let context else { return CURLE_OK }
-        let sslContext = OpaquePointer(context)
-        SSL_CTX_set_ex_data(sslContext, 0, userdata)
-        SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, CurlTransfer.verifyCallback)
-        return CURLE_OK
-    }
-
-    /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
-    private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
-        guard let store else { return 0 }
-        if X509_STORE_CTX_get_error_depth(store) > 0 { return 1 }
-        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else {
-            return 0
-        }
-        let transfer = Unmanaged<CurlTransfer>.fromOpaque(raw).takeUnretainedValue()
-        let refusal = transfer.policy.decide(ServerTrust(verifying: store), forDomain: transfer.url.host)
-        transfer.policyEvaluated = true
-        transfer.policyAccepted = refusal == nil
-        transfer.refusal = refusal
-        return refusal == nil ? 1 : 0
-    }
-
     /// Runs once the connection is ready and before any request byte: refuse unless the policy passed, and refuse
     /// to send a non-idempotent request a second time.
     private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, _ in
@@ -395,7 +369,7 @@ final class CurlTransfer: @unchecked Sendable {
         var newConnections = 0
         _ = sk_curl_easy_getinfo_long(transfer.easy, CURLINFO_NUM_CONNECTS, &newConnections)
         // A reused connection was verified by this engine, whose connections all belong to one policy.
-        let verified = newConnections == 0 || transfer.policyAccepted
+        let verified = newConnections == 0 || transfer.handshake.accepted
         return verified ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
     }
 
@@ -518,12 +492,7 @@ final class CurlTransfer: @unchecked Sendable {
             NSURLErrorFailingURLErrorKey: url, failingURLStringErrorKey: url.absoluteString,
             NSLocalizedDescriptionKey: reason,
         ]
-        if isTLS && policyEvaluated && !policyAccepted {
-            let refusal =
-                refusal
-                ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
-            return URLError(refusal.code, userInfo: userInfo.merging(refusal.userInfo(forHost: url.host)) { $1 })
-        }
+        if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
         if bodyStreamFailed {
             return URLError(
                 .cannotDecodeRawData,
@@ -588,7 +557,7 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_COULDNT_RESOLVE_HOST: mapped = .cannotFindHost
         case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: mapped = .networkConnectionLost
-        case CURLE_ABORTED_BY_CALLBACK where isTLS && !policyAccepted: mapped = .serverCertificateUntrusted
+        case CURLE_ABORTED_BY_CALLBACK where isTLS && !handshake.accepted: mapped = .serverCertificateUntrusted
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
         default: mapped = .unknown
         }
