@@ -166,6 +166,36 @@ struct Demo {
         }
 
         try await cachingStep(server)
+        try await streamStep(pinned)
+    }
+
+    /// 9. A TCP stream task that upgrades to TLS (STARTTLS), the pinning policy deciding in the handshake.
+    static func streamStep(_ pinned: SecurityPolicy) async throws {
+        step(9, "a TCP stream task upgraded to TLS (STARTTLS), the pin checked in the handshake")
+        let echo = try await EchoServer.start(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        defer { Task { try? await echo.shutdown() } }
+        let manager = URLSessionManager()
+        manager.securityPolicy = pinned
+        let stream = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+        stream.resume()
+        try await stream.write(Data("STARTTLS\n".utf8), timeout: 10)
+        let go = try await stream.read(minLength: 3, maxLength: 3, timeout: 10)
+        print(
+            "   plain text: sent STARTTLS, the server answered \(String(decoding: go.data, as: UTF8.self).debugDescription)"
+        )
+        stream.startSecureConnection()
+        let line = Data("hello over TLS\n".utf8)
+        try await stream.write(line, timeout: 10)
+        var echoed = Data()
+        while echoed.count < line.count {
+            let chunk = try await stream.read(minLength: 1, maxLength: 64, timeout: 10)
+            if chunk.atEOF && chunk.data.isEmpty { break }
+            echoed.append(chunk.data)
+        }
+        print("   over TLS (pinned root): echoed \(String(decoding: echoed, as: UTF8.self).debugDescription)")
+        guard echoed == line else { throw DemoError("the TLS echo differs") }
+        stream.closeWrite()
+        stream.cancel()
     }
 
     /// 8. The HTTP cache of the curl transport: a stored response revalidated with a 304, then a fresh one.
