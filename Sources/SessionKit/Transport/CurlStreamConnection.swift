@@ -183,6 +183,12 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// One step of the upgrade's handshake: nil while it waits for the socket.
     private func handshakeStep() -> StreamLifecycle.IOEvent? {
         if upgrade == nil {
+            // The server speaks TLS only after our ClientHello: a byte already waiting in the socket came in plain
+            // text before the handshake, and must not be taken for part of it (STARTTLS injection).
+            var byte: UInt8 = 0
+            if recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 {
+                return .failed(StreamLifecycle.plaintextBeforeHandshake)
+            }
             upgrade = StreamTLSSession(
                 socket: socket, host: host, tlsVersions: tlsVersions, verify: Self.verifyCallback,
                 userdata: Unmanaged.passUnretained(self).toOpaque())

@@ -353,6 +353,13 @@ struct StreamLifecycle {
             writes.removeFirst()
             step.completions.append(.write(id: write.id, error: nil))
         }
+        if reads.first == .upgrade && writes.first == .upgrade && !inbox.isEmpty {
+            // Bytes that came in plain text before the handshake (a timed-out read's) must never reach a read after
+            // it as if they came over TLS (STARTTLS injection, CVE-2011-0411).
+            var failure = end(with: Self.plaintextBeforeHandshake)
+            failure.completions = step.completions + failure.completions
+            return failure
+        }
         if readClosed && writeClosed {
             phase = .ended(nil)
             step.completions.append(.finished(nil))
@@ -421,6 +428,11 @@ struct StreamLifecycle {
         step.wake = true
         return step
     }
+
+    /// The failure of an upgrade that finds plain-text bytes received and not read when its handshake is due.
+    static let plaintextBeforeHandshake = error(
+        .secureConnectionFailed,
+        "Plaintext bytes arrived before the TLS handshake of the upgrade; they cannot be trusted, so the stream ended.")
 
     /// A `URLError` with a sentence for the user.
     static func error(_ code: URLError.Code, _ description: String) -> URLError {

@@ -201,4 +201,17 @@ final class StreamLifecycleTests: XCTestCase {
         _ = lifecycle.resume()
         XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("x".utf8)))
     }
+
+    func testAnUpgradeWithUnreadPlaintextFailsInsteadOfHandingItToTheFirstSecureRead() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 10, max: 10, deadline: 100))
+        _ = lifecycle.handle(.received(Data("GO\n".utf8)))
+        XCTAssertEqual(text(lifecycle.expire(now: 100).completions), ["read 1 nil error -1001"])
+        let upgrade = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        XCTAssertEqual(text(upgrade.completions), ["finished error -1200"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release, "no handshake")
+        XCTAssertEqual(
+            text(lifecycle.read(read(2)).completions), ["read 2 nil error -1200"],
+            "the plain bytes never reach a read")
+    }
 }

@@ -399,6 +399,26 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "nothing after the refusal")
     }
 
+    func testStartTLSAfterATimedOutReadLeftPlaintextFailsWithoutDeliveringIt() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        // The plain answer arrives, but the read wants more and times out: "GO\n" stays unread.
+        let (timedOut, _, timeoutError) = try await read(task, min: 10, max: 10, timeout: 0.5)
+        XCTAssertNil(timedOut)
+        XCTAssertEqual((timeoutError as? URLError)?.code, .timedOut)
+        task.startSecureConnection()
+        let (data, _, error) = try await read(task, min: 1, max: 10, timeout: 5)
+        XCTAssertNil(data, "plaintext from before the handshake is never handed out as TLS data")
+        XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .secureConnectionFailed)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
     func testStartSecureConnectionAfterCloseWriteFailsTheFollowingOperations() async throws {
         let server = try await startServer(behaviour: .silent)
         let (manager, observer) = makeManager()
