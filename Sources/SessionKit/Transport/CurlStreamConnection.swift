@@ -154,6 +154,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                     driver.engineUpdate { $0.handle(event) }
                 } else {
                     writeBlocked = true
+                    driver.engineUpdate { $0.handle(.sendBlocked) }
                 }
             case .handshake:
                 if let event = handshakeStep() {
