@@ -26,6 +26,9 @@ final class CurlStreamDriver: @unchecked Sendable {
         let session: URLSession
         /// The serial queue under the manager's delegate `OperationQueue`.
         let delegateQueue: DispatchQueue
+        /// Set when the manager refused the task (its session was invalidated): `resume()` and every operation fail
+        /// with it, and the task completes with it, without connecting.
+        var refusal: NSError?
     }
 
     typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
@@ -40,6 +43,8 @@ final class CurlStreamDriver: @unchecked Sendable {
         var drainScheduled = false
         var completionDelivered = false
         var engine: CurlEngine?
+        /// Whether the completion of a refused task (``Environment/refusal``) was scheduled.
+        var refusalFinished = false
     }
 
     /// The task's identifier, unique in its manager.
@@ -71,13 +76,16 @@ final class CurlStreamDriver: @unchecked Sendable {
         }
     }
 
-    var error: Error? { state.read { $0.lifecycle.error } }
+    var error: Error? {
+        state.read { state -> Error? in state.refusalFinished ? environment.refusal : state.lifecycle.error }
+    }
     var countOfBytesReceived: Int64 { state.read { $0.lifecycle.bytesReceived } }
     var countOfBytesSent: Int64 { state.read { $0.lifecycle.bytesSent } }
 
     // MARK: - Calls of the task (any thread)
 
     func resume() {
+        if refuse(nil) { return }
         var resumed = false
         apply { lifecycle in
             let (step, changed) = lifecycle.resume()
@@ -90,16 +98,19 @@ final class CurlStreamDriver: @unchecked Sendable {
     /// Holds the task's I/O; false when it was suspended already or ended.
     @discardableResult
     func suspend() -> Bool {
+        guard environment.refusal == nil else { return false }
         guard state.write({ $0.lifecycle.suspend() }) else { return false }
         if let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: false) }
         return true
     }
 
     func cancel() {
+        if refuse(nil) { return }
         apply { $0.cancel() }
     }
 
     func read(minimum: Int, maximum: Int, timeout: TimeInterval, handler: @escaping ReadHandler) {
+        if refuse({ handler(nil, false, $0) }) { return }
         let deadline = Self.deadline(after: timeout)
         apply(registering: { state in
             state.lastOperation += 1
@@ -112,6 +123,7 @@ final class CurlStreamDriver: @unchecked Sendable {
     }
 
     func write(_ data: Data, timeout: TimeInterval, handler: @escaping WriteHandler) {
+        if refuse({ handler($0) }) { return }
         let deadline = Self.deadline(after: timeout)
         apply(registering: { state in
             state.lastOperation += 1
@@ -122,11 +134,18 @@ final class CurlStreamDriver: @unchecked Sendable {
         }
     }
 
-    func closeRead() { apply { $0.closeRead() } }
+    func closeRead() {
+        if refuse(nil) { return }
+        apply { $0.closeRead() }
+    }
 
-    func closeWrite() { apply { $0.closeWrite() } }
+    func closeWrite() {
+        if refuse(nil) { return }
+        apply { $0.closeWrite() }
+    }
 
     func startSecureConnection() {
+        if refuse(nil) { return }
         let error = URLError(
             .secureConnectionFailed,
             userInfo: [
@@ -134,6 +153,25 @@ final class CurlStreamDriver: @unchecked Sendable {
                     "startSecureConnection() came after a direction of the stream was closed: a TLS handshake needs both."
             ])
         apply { $0.startSecureConnection(error: error) }
+    }
+
+    /// For a refused task (``Environment/refusal``): fails the operation through `fail` on the delegate queue, and
+    /// completes the task with the refusal the first time; false for a task that was not refused.
+    private func refuse(_ fail: (@Sendable (NSError) -> Void)?) -> Bool {
+        guard let refusal = environment.refusal else { return false }
+        let completes = state.write { state -> Bool in
+            defer { state.refusalFinished = true }
+            return !state.refusalFinished
+        }
+        let sink = environment.sink
+        let session = environment.session
+        environment.delegateQueue.async {
+            fail?(refusal)
+            guard completes else { return }
+            self.state.write { $0.completionDelivered = true }
+            if let task = self.task { sink.task(task, in: session, didCompleteWithError: refusal) }
+        }
+        return true
     }
 
     /// Monotonic nanoseconds now.

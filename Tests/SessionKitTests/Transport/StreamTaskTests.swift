@@ -265,6 +265,60 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual((readError as? URLError)?.code, .cancelled)
     }
 
+    func testAStreamTaskOfAnInvalidatedSessionFailsEveryOperationWithSessionInvalidated() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        XCTAssertFalse(manager.tasks.contains { $0 === task }, "a refused task is not listed")
+        task.resume()
+        let writeError = try await write(task, Data("x".utf8)) as NSError?
+        XCTAssertEqual(writeError?.domain, SessionKitError.sessionDomain)
+        XCTAssertEqual(writeError?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        let (data, _, readError) = try await read(task, min: 1, max: 1)
+        XCTAssertNil(data)
+        XCTAssertEqual((readError as NSError?)?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        let completion = await observer.completion(of: task) as NSError?
+        XCTAssertEqual(completion?.domain, SessionKitError.sessionDomain)
+        XCTAssertEqual(completion?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertEqual((task.error as NSError?)?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        task.cancel()
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+        XCTAssertEqual(server.connections.count, 0, "nothing connected")
+    }
+
+    func testNoStreamTaskMadeDuringAnInvalidationEscapesIt() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, _) = makeManager()
+        _ = manager.session
+        let boxes = (0..<40).map { _ in OnceBox<Error?>() }
+        let port = server.port
+        // Tasks are made on other threads while the session is invalidated: each is cancelled or refused, none
+        // keeps a read pending on a session that is gone.
+        await Task.detached {
+            DispatchQueue.concurrentPerform(iterations: boxes.count + 1) { index in
+                guard index < boxes.count else {
+                    return manager.invalidateSessionCancelingTasks(true, resetSession: false)
+                }
+                let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
+                task.resume()
+                task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in boxes[index].resolve(error) }
+            }
+        }.value
+        for box in boxes {
+            let error = try await box.value(timeout: 10, file: #filePath, line: #line) as NSError?
+            XCTAssertNotNil(error)
+            XCTAssertTrue(
+                error?.code == URLError.Code.cancelled.rawValue
+                    || error?.code == SessionKitError.Code.sessionInvalidated.rawValue,
+                "\(String(describing: error))")
+        }
+        for _ in 0..<100 where !manager.tasks.isEmpty { try await Task.sleep(nanoseconds: 50_000_000) }
+        XCTAssertTrue(manager.tasks.isEmpty, "every task completed")
+    }
+
     func testRefusedConnectionFailsPendingAndLaterOperations() async throws {
         let port = try Self.closedPort()
         let (manager, observer) = makeManager()
