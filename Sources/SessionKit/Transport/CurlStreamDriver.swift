@@ -120,6 +120,7 @@ final class CurlStreamDriver: @unchecked Sendable {
             lifecycle.read(
                 .init(id: id, minimum: max(0, minimum), maximum: max(1, maximum, minimum), deadline: deadline))
         }
+        scheduleExpiry(at: deadline)
     }
 
     func write(_ data: Data, timeout: TimeInterval, handler: @escaping WriteHandler) {
@@ -132,6 +133,7 @@ final class CurlStreamDriver: @unchecked Sendable {
         }) { lifecycle, id in
             lifecycle.write(.init(id: id, data: data, deadline: deadline))
         }
+        scheduleExpiry(at: deadline)
     }
 
     func closeRead() {
@@ -172,6 +174,16 @@ final class CurlStreamDriver: @unchecked Sendable {
             if let task = self.task { sink.task(task, in: session, didCompleteWithError: refusal) }
         }
         return true
+    }
+
+    /// Applies the lifecycle's expiry at `deadline` on the delegate queue, whatever the engine does: the engine's pass
+    /// checks deadlines only while the stream is open and resumed, and a task not resumed yet, suspended or still
+    /// connecting must time out too.
+    private func scheduleExpiry(at deadline: UInt64?) {
+        guard let deadline else { return }
+        environment.delegateQueue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: deadline)) { [weak self] in
+            self?.apply { $0.expire(now: Self.now()) }
+        }
     }
 
     /// Monotonic nanoseconds now.

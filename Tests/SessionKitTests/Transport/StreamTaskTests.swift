@@ -228,6 +228,34 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
+    func testTimeoutsRunOnATaskNeverResumedAndOnASuspendedOne() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let idle = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        let idleRead = OnceBox<Error?>()
+        idle.readData(ofMinLength: 1, maxLength: 1, timeout: 0.3) { _, _, error in idleRead.resolve(error) }
+        let idleWrite = OnceBox<Error?>()
+        idle.write(Data("x".utf8), timeout: 0.3) { error in idleWrite.resolve(error) }
+        let idleReadError = try await idleRead.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((idleReadError as? URLError)?.code, .timedOut, "never resumed: the timeout still fires")
+        let idleWriteError = try await idleWrite.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((idleWriteError as? URLError)?.code, .timedOut)
+        XCTAssertEqual(idle.state, .suspended)
+
+        let suspended = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        suspended.resume()
+        suspended.suspend()
+        let suspendedRead = OnceBox<Error?>()
+        suspended.readData(ofMinLength: 1, maxLength: 1, timeout: 0.3) { _, _, error in suspendedRead.resolve(error) }
+        let suspendedError = try await suspendedRead.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((suspendedError as? URLError)?.code, .timedOut, "suspended before its first operation")
+        XCTAssertEqual(server.connections.count, 0, "neither connected")
+        idle.cancel()
+        suspended.cancel()
+        _ = await observer.completion(of: idle)
+        _ = await observer.completion(of: suspended)
+    }
+
     func testWriteTimesOutWhenThePeerDoesNotRead() async throws {
         let server = try await startServer(behaviour: .unread)
         let (manager, observer) = makeManager()
