@@ -227,7 +227,10 @@ final class CurlStreamDriver: @unchecked Sendable {
         else {
             return apply {
                 $0.connected(
-                    StreamLifecycle.error(.badURL, "libcurl could not be set up for \(self.host):\(self.port)."))
+                    StreamLifecycle.error(
+                        .badURL,
+                        "\(self.host):\(self.port) is not a host name or IP address with a port 1…65535 (or libcurl "
+                            + "could not be set up)."))
             }
         }
         for _ in 0..<3 {

@@ -375,6 +375,35 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(completion?.code, .badURL)
     }
 
+    func testAHostThatIsNotANameNorAnAddressFailsTheFirstOperationWithBadURL() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        // Each would change libcurl's URL: another port, another host (`x@` is a user name), a path.
+        for host in ["127.0.0.1/", "x@127.0.0.1", "127.0.0.1:\(server.port)", "127.0.0.1 ", "[127.0.0.1]", "", "a?b"] {
+            let task = manager.streamTask(withHostName: host, port: server.port)
+            task.resume()
+            let error = try await write(task, Data("x".utf8)) as? URLError
+            XCTAssertEqual(error?.code, .badURL, host)
+            let completion = await observer.completion(of: task) as? URLError
+            XCTAssertEqual(completion?.code, .badURL, host)
+        }
+        XCTAssertEqual(server.connections.count, 0, "nothing connected")
+        for host in ["::1", "[::1]"] {
+            let task = manager.streamTask(withHostName: host, port: server.port)
+            task.resume()
+            let error = try await write(task, Data("x".utf8)) as? URLError
+            XCTAssertNotEqual(error?.code, .badURL, "an IPv6 literal is accepted: \(host)")
+            task.cancel()
+            _ = await observer.completion(of: task)
+        }
+        let named = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        named.resume()
+        let namedError = try await write(named, Data("x".utf8))
+        XCTAssertNil(namedError)
+        named.cancel()
+        _ = await observer.completion(of: named)
+    }
+
     func testPeerCloseInTheMiddleOfAReadDeliversWhatCameWithTheEndOfStream() async throws {
         let sent = Data(repeating: 0x2A, count: 10)
         let server = try await startServer(behaviour: .send(sent, thenClose: true))
