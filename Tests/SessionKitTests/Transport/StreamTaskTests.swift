@@ -501,6 +501,32 @@ final class StreamTaskTests: XCTestCase {
         _ = await observer.completion(of: task)
     }
 
+    func testAnUpgradedStreamWhosePeerClosesWithoutCloseNotifyReadsTheEndOfStream() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        let (answer, _, _) = try await read(task, min: 3, max: 3)
+        XCTAssertEqual(answer, Data("GO\n".utf8))
+        task.startSecureConnection()
+        let echo = try await write(task, Data("ping".utf8))
+        XCTAssertNil(echo)
+        let (pong, _, _) = try await read(task, min: 4, max: 4)
+        XCTAssertEqual(pong, Data("ping".utf8))
+        let drop = try await write(task, Data("DROP\n".utf8))
+        XCTAssertNil(drop)
+        // OpenSSL 3 would call this an error (unexpected EOF); like libcurl's TLS, SessionKit reads it as the end.
+        let (data, atEOF, error) = try await read(task, min: 1, max: 10)
+        XCTAssertNil(error)
+        XCTAssertEqual(data ?? Data(), Data())
+        XCTAssertTrue(atEOF)
+        XCTAssertEqual(observer.readClosed, 1)
+        task.cancel()
+        _ = await observer.completion(of: task)
+    }
+
     func testStartTLSWithAWrongPinSendsNothingAfterTheUpgrade() async throws {
         let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
         let (manager, observer) = makeManager(policy: try pinning("untrusted-root"))
