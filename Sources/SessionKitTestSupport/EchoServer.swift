@@ -25,6 +25,9 @@ public final class EchoServer: @unchecked Sendable {
         case echo
         /// Writes these bytes once the connection is up, then closes it when `thenClose` is true.
         case send(Data, thenClose: Bool)
+        /// Writes these bytes once the connection is up, then shuts its write side (`shutdown(SHUT_WR)`, a half-close:
+        /// the client reads the end of stream) and keeps reading.
+        case sendThenHalfClose(Data)
         /// Never writes.
         case silent
         /// Never reads nor writes: what a client sends fills the socket buffers.
@@ -147,6 +150,13 @@ private final class EchoHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         // With TLS, writes wait in NIOSSL until the handshake is done.
+        if case .sendThenHalfClose(let data) = behaviour {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data))).whenComplete { _ in
+                channel.close(mode: .output, promise: nil)
+            }
+            return
+        }
         guard case .send(let data, let thenClose) = behaviour else { return }
         let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data)))
         if thenClose {

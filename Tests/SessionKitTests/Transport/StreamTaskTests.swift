@@ -678,6 +678,43 @@ final class StreamTaskTests: XCTestCase {
         _ = await observer.completion(of: idle)
     }
 
+    func testAHalfClosedStreamKeepsItsDataAndEndOfStreamWhileOthersConnect() async throws {
+        // libcurl's connection cache prunes connections it finds dead (readable: data or a FIN) when another
+        // connects, at most once a second: a stream whose peer half-closed must survive it.
+        let sent = Data("before the half-close".utf8)
+        let halfClosing = try await startServer(behaviour: .sendThenHalfClose(sent))
+        let echo = try await startServer()
+        let (manager, observer) = makeManager()
+        let stream = manager.streamTask(withHostName: "127.0.0.1", port: halfClosing.port)
+        stream.resume()
+        try await stream.write(Data("hello".utf8), timeout: 10)
+        for round in 0..<3 {
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            let other = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+            other.resume()
+            try await other.write(Data("round \(round)".utf8), timeout: 10)
+            let answer = try await other.read(minLength: 7, maxLength: 7, timeout: 10)
+            XCTAssertEqual(answer.data, Data("round \(round)".utf8))
+            other.cancel()
+            _ = await observer.completion(of: other)
+        }
+        XCTAssertEqual(halfClosing.connections.first?.closed, false, "the server only half-closed")
+        var received = Data()
+        var atEOF = false
+        while !atEOF {
+            let chunk = try await stream.read(minLength: 1, maxLength: 1024, timeout: 10)
+            received.append(chunk.data)
+            atEOF = chunk.atEOF
+        }
+        XCTAssertEqual(received, sent, "the data, then the end of stream")
+        try await stream.write(Data("still writable".utf8), timeout: 10)
+        stream.closeWrite()
+        let completion = await observer.completion(of: stream)
+        XCTAssertNil(completion, "both directions closed")
+        XCTAssertEqual(observer.readClosed, 1)
+        XCTAssertEqual(halfClosing.connections.first?.received, Data("hellostill writable".utf8))
+    }
+
     /// A loopback port nothing listens on (bound, then closed).
     private static func closedPort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
