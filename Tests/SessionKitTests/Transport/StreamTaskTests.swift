@@ -326,13 +326,16 @@ final class StreamTaskTests: XCTestCase {
         // Tasks are made on other threads while the session is invalidated: each is cancelled or refused, none
         // keeps a read pending on a session that is gone.
         await Task.detached {
+            // The invalidation comes in the middle: tasks are made before, during and after it.
+            let middle = boxes.count / 2
             DispatchQueue.concurrentPerform(iterations: boxes.count + 1) { index in
-                guard index < boxes.count else {
+                guard index != middle else {
                     return manager.invalidateSessionCancelingTasks(true, resetSession: false)
                 }
+                let box = boxes[index < middle ? index : index - 1]
                 let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
                 task.resume()
-                task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in boxes[index].resolve(error) }
+                task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in box.resolve(error) }
             }
         }.value
         for box in boxes {
