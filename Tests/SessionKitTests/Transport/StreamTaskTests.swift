@@ -567,6 +567,25 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
+    func testStartTLSWithUnreadPlaintextWaitingInTheSocketFailsBeforeTheHandshake() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        // "GO\n" arrives and nobody reads it: it waits in the socket when the handshake is due.
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.startSecureConnection()
+        let (data, _, error) = try await read(task, min: 1, max: 10, timeout: 5)
+        XCTAssertNil(data)
+        let failure = try XCTUnwrap(error as? URLError)
+        XCTAssertEqual(failure.code, .secureConnectionFailed)
+        XCTAssertTrue(failure.localizedDescription.contains("Plaintext bytes arrived before the TLS handshake"))
+        _ = await observer.completion(of: task)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "no ClientHello was sent")
+    }
+
     func testStartSecureConnectionAfterCloseWriteFailsTheFollowingOperations() async throws {
         let server = try await startServer(behaviour: .silent)
         let (manager, observer) = makeManager()
