@@ -112,6 +112,11 @@ SSL_CTX *sk_ssl_client_context(int min_version, int max_version) {
     }
     SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+#ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
+    // OpenSSL 3 reports a peer that closes without close_notify as an error (SSL_ERROR_SSL, "unexpected eof");
+    // read it as the end of stream, as libcurl reports it on a stream that was TLS from the start.
+    SSL_CTX_set_options(context, SSL_OP_IGNORE_UNEXPECTED_EOF);
+#endif
     return context;
 }
 

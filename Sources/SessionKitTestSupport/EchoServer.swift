@@ -25,11 +25,15 @@ public final class EchoServer: @unchecked Sendable {
         case echo
         /// Writes these bytes once the connection is up, then closes it when `thenClose` is true.
         case send(Data, thenClose: Bool)
+        /// Writes these bytes once the connection is up, then shuts its write side (`shutdown(SHUT_WR)`, a half-close:
+        /// the client reads the end of stream) and keeps reading.
+        case sendThenHalfClose(Data)
         /// Never writes.
         case silent
         /// Never reads nor writes: what a client sends fills the socket buffers.
         case unread
-        /// Plain until the line `STARTTLS\n`, answered with `GO\n`; then TLS with the server's `tls` identity, echoing.
+        /// Plain until the line `STARTTLS\n`, answered with `GO\n`; then TLS with the server's `tls` identity, echoing;
+        /// `DROP\n` over TLS closes the TCP connection without a TLS close alert (`close_notify`).
         case echoUpgradingOnSTARTTLS
     }
 
@@ -131,6 +135,8 @@ private final class EchoHandler: ChannelInboundHandler {
     private let record: (@escaping (inout EchoServer.Connection) -> Void) -> Void
     /// The TLS to switch to on `STARTTLS`, until it is switched to.
     private var upgradeContext: NIOSSLContext?
+    /// The TLS of the upgrade, once switched to.
+    private var upgradeHandler: NIOSSLServerHandler?
     private var line = Data()
 
     init(
@@ -144,6 +150,13 @@ private final class EchoHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         // With TLS, writes wait in NIOSSL until the handshake is done.
+        if case .sendThenHalfClose(let data) = behaviour {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data))).whenComplete { _ in
+                channel.close(mode: .output, promise: nil)
+            }
+            return
+        }
         guard case .send(let data, let thenClose) = behaviour else { return }
         let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data)))
         if thenClose {
@@ -163,10 +176,20 @@ private final class EchoHandler: ChannelInboundHandler {
             // The answer leaves in plain text; everything after goes through TLS.
             context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(string: "GO\n")), promise: nil)
             do {
-                try context.pipeline.syncOperations.addHandler(
-                    NIOSSLServerHandler(context: upgradeContext), position: .first)
+                let handler = NIOSSLServerHandler(context: upgradeContext)
+                try context.pipeline.syncOperations.addHandler(handler, position: .first)
+                upgradeHandler = handler
             } catch {
                 context.close(promise: nil)
+            }
+            return
+        }
+        if let upgradeHandler, bytes == Data("DROP\n".utf8) {
+            // Without the TLS handler, the close sends no close_notify: the client sees a bare end of stream.
+            let pipeline = context.pipeline
+            let channel = context.channel
+            context.eventLoop.execute {
+                pipeline.removeHandler(upgradeHandler).whenComplete { _ in channel.close(promise: nil) }
             }
             return
         }

@@ -46,8 +46,9 @@ char *sk_x509_subject_alt_names(X509 *certificate);
 int sk_x509_spki_der(X509 *certificate, unsigned char **out);
 
 /// A client SSL_CTX speaking TLS versions `min_version`…`max_version` (OpenSSL's `TLS1_2_VERSION`…; 0: no maximum),
-/// with partial writes and moving write buffers allowed (non-blocking writes of a caller's slices), and no session
-/// cache. NULL on failure. (`SSL_CTX_set_min_proto_version` and `SSL_CTX_set_mode` are macros.)
+/// with partial writes and moving write buffers allowed (non-blocking writes of a caller's slices), no session
+/// cache, and a peer's close without close_notify read as the end of stream (`SSL_OP_IGNORE_UNEXPECTED_EOF`, OpenSSL
+/// 3; a truncation attack cannot be told from it). NULL on failure. (`SSL_CTX_set_min_proto_version` and `SSL_CTX_set_mode` are macros.)
 SSL_CTX *sk_ssl_client_context(int min_version, int max_version);
 
 /// Sets the server name (SNI) of `ssl` (a macro in OpenSSL); 1 on success.

@@ -15,7 +15,9 @@ extension URLSessionManager {
     /// created. Its
     /// completion goes through ``taskDidComplete``; ``streamTaskReadClosed`` and ``streamTaskWriteClosed`` observe
     /// its directions closing. It is listed in ``tasks`` until it completes, and cancelled by
-    /// ``invalidateSessionCancelingTasks(_:resetSession:)``.
+    /// ``invalidateSessionCancelingTasks(_:resetSession:)``. Made after the session was invalidated without a reset,
+    /// it is not listed, and `resume()` and every operation fail with ``SessionKitError/Code/sessionInvalidated``, as
+    /// data tasks do.
     ///
     /// ```swift
     /// let task = manager.streamTask(withHostName: "127.0.0.1", port: 7)
@@ -34,13 +36,17 @@ extension URLSessionManager {
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
                 minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
-        let session = self.session
-        // The session's delegate is the manager's hub; an invalidated session may have let it go, and a hub over
-        // the same registry and closures routes the same way.
-        let sink = session.delegate as? TaskEventSink ?? SessionDelegateHub(registry: registry, overrides: overrides)
-        let task = taskTransports.curl.makeStreamTask(
-            host: hostname, port: port, options: options, session: session, sink: sink)
-        registry.add(task)
-        return task
+        // Under the session lock, as `makeTask` creates tasks: a task made while the session is being invalidated is
+        // either refused or registered before the invalidation's cancel loop runs.
+        return makeStreamTask { session, refusal in
+            // The session's delegate is the manager's hub; an invalidated session may have let it go, and a hub over
+            // the same registry and closures routes the same way.
+            let sink =
+                session.delegate as? TaskEventSink ?? SessionDelegateHub(registry: registry, overrides: overrides)
+            let task = taskTransports.curl.makeStreamTask(
+                host: hostname, port: port, options: options, session: session, sink: sink, refusal: refusal)
+            if refusal == nil { registry.add(task) }
+            return task
+        }
     }
 }

@@ -545,6 +545,17 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     // MARK: - Task creation
 
+    /// Runs `make` under the session lock, as ``makeTask`` creates its tasks, with the session (made now if there is
+    /// none) and the error to refuse the task with when the session was invalidated without a reset. A task `make`
+    /// registers cannot escape the cancel loop of ``invalidateSessionCancelingTasks(_:resetSession:)``.
+    func makeStreamTask(_ make: (URLSession, _ refusal: NSError?) -> SessionStreamTask) -> SessionStreamTask {
+        sessionState.write { state in
+            let session = state.session ?? makeSession()
+            state.session = session
+            return make(session, state.refusesTasks ? Self.invalidatedError : nil)
+        }
+    }
+
     /// Creates the task for `source`, registers its per-task delegate and returns it, not resumed.
     func makeTask(
         _ source: TaskSource,

@@ -59,15 +59,17 @@ final class CurlStreamConnection: @unchecked Sendable {
         host: String, port: Int, secure: Bool, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
         connectTimeout: TimeInterval, driver: CurlStreamDriver
     ) {
-        guard (1...65535).contains(port), !host.isEmpty, let easy = curl_easy_init() else { return nil }
+        guard (1...65535).contains(port), let (authority, name) = Self.authority(of: host),
+            let easy = curl_easy_init()
+        else { return nil }
         self.easy = easy
-        self.host = host
+        // The policy and SNI see the host libcurl connects to: without the brackets of an IPv6 literal.
+        self.host = name
         self.isTLS = secure
         self.policy = policy
         self.tlsVersions = tlsVersions
         self.driver = driver
         errorBuffer.initialize(repeating: 0, count: 256)
-        let authority = host.contains(":") ? "[\(host)]" : host
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, "\(secure ? "https" : "http")://\(authority):\(port)")
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECT_ONLY, 1)
@@ -92,6 +94,27 @@ final class CurlStreamConnection: @unchecked Sendable {
             _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
         }
+    }
+
+    /// `host` as the authority of libcurl's URL and as the name the policy checks, or nil when it is neither a host
+    /// name (letters, digits, `-`, `.`) nor an IPv4 or IPv6 literal (with or without brackets): anything else would
+    /// change the URL's meaning (`a.com/`, `x@y`, `a.com:1`) and connect elsewhere than the policy checks.
+    static func authority(of host: String) -> (url: String, name: String)? {
+        let bracketed = host.hasPrefix("[") && host.hasSuffix("]") && host.count > 2
+        let name = bracketed ? String(host.dropFirst().dropLast()) : host
+        var v6 = in6_addr()
+        if inet_pton(AF_INET6, name, &v6) == 1 { return ("[\(name)]", name) }
+        guard !bracketed else { return nil }
+        var v4 = in_addr()
+        if inet_pton(AF_INET, name, &v4) == 1 { return (name, name) }
+        let isName =
+            !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".")
+            }
+        return isName ? (name, name) : nil
     }
 
     deinit {
@@ -154,6 +177,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                     driver.engineUpdate { $0.handle(event) }
                 } else {
                     writeBlocked = true
+                    driver.engineUpdate { $0.handle(.sendBlocked) }
                 }
             case .handshake:
                 if let event = handshakeStep() {
@@ -183,6 +207,12 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// One step of the upgrade's handshake: nil while it waits for the socket.
     private func handshakeStep() -> StreamLifecycle.IOEvent? {
         if upgrade == nil {
+            // The server speaks TLS only after our ClientHello: a byte already waiting in the socket came in plain
+            // text before the handshake, and must not be taken for part of it (STARTTLS injection).
+            var byte: UInt8 = 0
+            if recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT)) > 0 {
+                return .failed(StreamLifecycle.plaintextBeforeHandshake)
+            }
             upgrade = StreamTLSSession(
                 socket: socket, host: host, tlsVersions: tlsVersions, verify: Self.verifyCallback,
                 userdata: Unmanaged.passUnretained(self).toOpaque())

@@ -26,6 +26,9 @@ final class CurlStreamDriver: @unchecked Sendable {
         let session: URLSession
         /// The serial queue under the manager's delegate `OperationQueue`.
         let delegateQueue: DispatchQueue
+        /// Set when the manager refused the task (its session was invalidated): `resume()` and every operation fail
+        /// with it, and the task completes with it, without connecting.
+        var refusal: NSError?
     }
 
     typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
@@ -40,6 +43,8 @@ final class CurlStreamDriver: @unchecked Sendable {
         var drainScheduled = false
         var completionDelivered = false
         var engine: CurlEngine?
+        /// Whether the completion of a refused task (``Environment/refusal``) was scheduled.
+        var refusalFinished = false
     }
 
     /// The task's identifier, unique in its manager.
@@ -71,13 +76,16 @@ final class CurlStreamDriver: @unchecked Sendable {
         }
     }
 
-    var error: Error? { state.read { $0.lifecycle.error } }
+    var error: Error? {
+        state.read { state -> Error? in state.refusalFinished ? environment.refusal : state.lifecycle.error }
+    }
     var countOfBytesReceived: Int64 { state.read { $0.lifecycle.bytesReceived } }
     var countOfBytesSent: Int64 { state.read { $0.lifecycle.bytesSent } }
 
     // MARK: - Calls of the task (any thread)
 
     func resume() {
+        if refuse(nil) { return }
         var resumed = false
         apply { lifecycle in
             let (step, changed) = lifecycle.resume()
@@ -90,16 +98,19 @@ final class CurlStreamDriver: @unchecked Sendable {
     /// Holds the task's I/O; false when it was suspended already or ended.
     @discardableResult
     func suspend() -> Bool {
+        guard environment.refusal == nil else { return false }
         guard state.write({ $0.lifecycle.suspend() }) else { return false }
         if let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: false) }
         return true
     }
 
     func cancel() {
+        if refuse(nil) { return }
         apply { $0.cancel() }
     }
 
     func read(minimum: Int, maximum: Int, timeout: TimeInterval, handler: @escaping ReadHandler) {
+        if refuse({ handler(nil, false, $0) }) { return }
         let deadline = Self.deadline(after: timeout)
         apply(registering: { state in
             state.lastOperation += 1
@@ -109,9 +120,11 @@ final class CurlStreamDriver: @unchecked Sendable {
             lifecycle.read(
                 .init(id: id, minimum: max(0, minimum), maximum: max(1, maximum, minimum), deadline: deadline))
         }
+        scheduleExpiry(at: deadline)
     }
 
     func write(_ data: Data, timeout: TimeInterval, handler: @escaping WriteHandler) {
+        if refuse({ handler($0) }) { return }
         let deadline = Self.deadline(after: timeout)
         apply(registering: { state in
             state.lastOperation += 1
@@ -120,13 +133,21 @@ final class CurlStreamDriver: @unchecked Sendable {
         }) { lifecycle, id in
             lifecycle.write(.init(id: id, data: data, deadline: deadline))
         }
+        scheduleExpiry(at: deadline)
     }
 
-    func closeRead() { apply { $0.closeRead() } }
+    func closeRead() {
+        if refuse(nil) { return }
+        apply { $0.closeRead() }
+    }
 
-    func closeWrite() { apply { $0.closeWrite() } }
+    func closeWrite() {
+        if refuse(nil) { return }
+        apply { $0.closeWrite() }
+    }
 
     func startSecureConnection() {
+        if refuse(nil) { return }
         let error = URLError(
             .secureConnectionFailed,
             userInfo: [
@@ -134,6 +155,35 @@ final class CurlStreamDriver: @unchecked Sendable {
                     "startSecureConnection() came after a direction of the stream was closed: a TLS handshake needs both."
             ])
         apply { $0.startSecureConnection(error: error) }
+    }
+
+    /// For a refused task (``Environment/refusal``): fails the operation through `fail` on the delegate queue, and
+    /// completes the task with the refusal the first time; false for a task that was not refused.
+    private func refuse(_ fail: (@Sendable (NSError) -> Void)?) -> Bool {
+        guard let refusal = environment.refusal else { return false }
+        let completes = state.write { state -> Bool in
+            defer { state.refusalFinished = true }
+            return !state.refusalFinished
+        }
+        let sink = environment.sink
+        let session = environment.session
+        environment.delegateQueue.async {
+            fail?(refusal)
+            guard completes else { return }
+            self.state.write { $0.completionDelivered = true }
+            if let task = self.task { sink.task(task, in: session, didCompleteWithError: refusal) }
+        }
+        return true
+    }
+
+    /// Applies the lifecycle's expiry at `deadline` on the delegate queue, whatever the engine does: the engine's pass
+    /// checks deadlines only while the stream is open and resumed, and a task not resumed yet, suspended or still
+    /// connecting must time out too.
+    private func scheduleExpiry(at deadline: UInt64?) {
+        guard let deadline else { return }
+        environment.delegateQueue.asyncAfter(deadline: DispatchTime(uptimeNanoseconds: deadline)) { [weak self] in
+            self?.apply { $0.expire(now: Self.now()) }
+        }
     }
 
     /// Monotonic nanoseconds now.
@@ -177,7 +227,10 @@ final class CurlStreamDriver: @unchecked Sendable {
         else {
             return apply {
                 $0.connected(
-                    StreamLifecycle.error(.badURL, "libcurl could not be set up for \(self.host):\(self.port)."))
+                    StreamLifecycle.error(
+                        .badURL,
+                        "\(self.host):\(self.port) is not a host name or IP address with a port 1…65535 (or libcurl "
+                            + "could not be set up)."))
             }
         }
         for _ in 0..<3 {

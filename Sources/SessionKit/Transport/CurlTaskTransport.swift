@@ -70,7 +70,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     /// A stream task to `host`:`port` under `options`, reporting to `sink`, not resumed.
     func makeStreamTask(
-        host: String, port: Int, options: TransportTaskOptions, session: URLSession, sink: TaskEventSink
+        host: String, port: Int, options: TransportTaskOptions, session: URLSession, sink: TaskEventSink,
+        refusal: NSError? = nil
     ) -> SessionStreamTask {
         let identifier = identifiers.write { identifier -> Int in
             identifier += 1
@@ -80,7 +81,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             taskIdentifier: identifier, host: host, port: port,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
-                sink: sink, session: session, delegateQueue: delegateQueue))
+                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal))
         return SessionStreamTask(driver: driver)
     }
 }

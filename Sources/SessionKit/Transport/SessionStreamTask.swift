@@ -87,8 +87,10 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
     ///
     /// - Parameters:
     ///   - data: The bytes to send.
-    ///   - timeout: Seconds from now after which the write fails with `URLError.timedOut` and its unsent bytes are
-    ///     dropped; 0 for none.
+    ///   - timeout: Seconds from now after which the write fails with `URLError.timedOut`; 0 for none. A write of
+    ///     which nothing went out is dropped and the stream stays open. One that timed out after part of it was
+    ///     sent (or, on TLS, once OpenSSL had built a record of it) ends the task with `URLError.timedOut`: every
+    ///     pending operation fails, since the peer got part of the bytes and the stream is out of step.
     ///   - completionHandler: Called once on the delegate queue, with nil once every byte was handed to the socket.
     public func write(_ data: Data, timeout: TimeInterval, completionHandler: @escaping @Sendable (Error?) -> Void) {
         driver.write(data, timeout: timeout, handler: completionHandler)

@@ -39,6 +39,9 @@ struct StreamLifecycle {
         let data: Data
         var sent = 0
         let deadline: UInt64?
+        /// Whether a send of it would have blocked: on TLS, OpenSSL then holds a record of its bytes that the next
+        /// send must repeat, so the write can no longer be dropped.
+        var blocked = false
     }
 
     /// An entry of a direction's FIFO: an operation, the close barrier, or the TLS upgrade barrier.
@@ -90,6 +93,8 @@ struct StreamLifecycle {
         /// The peer closed its side: end of stream.
         case endOfStream
         case sent(Int)
+        /// Sending the first write would have blocked.
+        case sendBlocked
         case shutDownWrite
         /// The upgrade's handshake completed: the stream is TLS from now on.
         case secured
@@ -218,9 +223,19 @@ struct StreamLifecycle {
 
     // MARK: - Timeouts (engine thread)
 
-    /// Fails the operations whose deadline is `now` or earlier.
+    /// Fails the operations whose deadline is `now` or earlier. A write that times out once part of it was sent (or,
+    /// on TLS, once OpenSSL built a record of it) ends the task: the stream would be out of step with the peer.
     mutating func expire(now: UInt64) -> Step {
         guard !hasEnded else { return Step() }
+        for entry in writes {
+            guard case .operation(let write) = entry, let deadline = write.deadline, deadline <= now,
+                write.sent > 0 || (isSecure && write.blocked)
+            else { continue }
+            return end(
+                with: Self.error(
+                    .timedOut,
+                    "A write timed out after part of it went out; the stream is out of step, so the task ended."))
+        }
         var step = Step()
         reads.removeAll { entry in
             guard case .operation(let read) = entry, let deadline = read.deadline, deadline <= now else { return false }
@@ -321,6 +336,12 @@ struct StreamLifecycle {
             if reads.first == .upgrade { reads.removeFirst() }
             if writes.first == .upgrade { writes.removeFirst() }
             isSecure = true
+        case .sendBlocked:
+            if case .operation(var write)? = writes.first, !write.blocked {
+                write.blocked = true
+                writes[0] = .operation(write)
+            }
+            return Step()
         case .shutDownWrite:
             if writes.first == .close { writes.removeFirst() }
             writeClosed = true
@@ -352,6 +373,13 @@ struct StreamLifecycle {
         while case .operation(let write)? = writes.first, write.sent >= write.data.count {
             writes.removeFirst()
             step.completions.append(.write(id: write.id, error: nil))
+        }
+        if reads.first == .upgrade && writes.first == .upgrade && !inbox.isEmpty {
+            // Bytes that came in plain text before the handshake (a timed-out read's) must never reach a read after
+            // it as if they came over TLS (STARTTLS injection, CVE-2011-0411).
+            var failure = end(with: Self.plaintextBeforeHandshake)
+            failure.completions = step.completions + failure.completions
+            return failure
         }
         if readClosed && writeClosed {
             phase = .ended(nil)
@@ -421,6 +449,11 @@ struct StreamLifecycle {
         step.wake = true
         return step
     }
+
+    /// The failure of an upgrade that finds plain-text bytes received and not read when its handshake is due.
+    static let plaintextBeforeHandshake = error(
+        .secureConnectionFailed,
+        "Plaintext bytes arrived before the TLS handshake of the upgrade; they cannot be trusted, so the stream ended.")
 
     /// A `URLError` with a sentence for the user.
     static func error(_ code: URLError.Code, _ description: String) -> URLError {

@@ -37,7 +37,12 @@ final class StreamTLSSession {
         guard let context = sk_ssl_client_context(versions.minimum, versions.maximum) else { return nil }
         SSL_CTX_set_ex_data(context, 0, userdata)
         SSL_CTX_set_verify(context, SSL_VERIFY_PEER, verify)
-        guard let ssl = SSL_new(context), SSL_set_fd(ssl, socket) == 1 else {
+        guard let ssl = SSL_new(context) else {
+            SSL_CTX_free(context)
+            return nil
+        }
+        guard SSL_set_fd(ssl, socket) == 1 else {
+            SSL_free(ssl)
             SSL_CTX_free(context)
             return nil
         }
@@ -54,24 +59,31 @@ final class StreamTLSSession {
 
     /// One step of the handshake.
     func handshake() -> Outcome {
-        outcome(of: SSL_do_handshake(ssl))
+        // The engine thread shares OpenSSL's error queue with libcurl: start each call from an empty queue, so that
+        // `SSL_get_error` and the message read this call's errors only.
+        ERR_clear_error()
+        return outcome(of: SSL_do_handshake(ssl))
     }
 
     /// Reads into `buffer`, at most its size.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Outcome {
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .failed("nothing to read into") }
+        ERR_clear_error()
         return outcome(of: SSL_read(ssl, base, Int32(clamping: buffer.count)))
     }
 
     /// Writes (a part of) `buffer`, which must not be empty.
     func write(_ buffer: UnsafeRawBufferPointer) -> Outcome {
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .done(0) }
+        ERR_clear_error()
         return outcome(of: SSL_write(ssl, base, Int32(clamping: buffer.count)))
     }
 
     /// Sends the TLS close alert (`close_notify`), without waiting for the peer's.
     func close() {
+        ERR_clear_error()
         _ = SSL_shutdown(ssl)
+        ERR_clear_error()
     }
 
     private func outcome(of result: Int32) -> Outcome {
@@ -82,6 +94,8 @@ final class StreamTLSSession {
         case SSL_ERROR_WANT_WRITE:
             return .wantsWrite
         case SSL_ERROR_ZERO_RETURN:
+            // Also a peer that closed without close_notify (`SSL_OP_IGNORE_UNEXPECTED_EOF`, see
+            // `sk_ssl_client_context`).
             return .closed
         case SSL_ERROR_SYSCALL where ERR_peek_error() == 0:
             // The peer closed the socket without a close alert.

@@ -201,4 +201,52 @@ final class StreamLifecycleTests: XCTestCase {
         _ = lifecycle.resume()
         XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .send(Data("x".utf8)))
     }
+
+    func testAnUpgradeWithUnreadPlaintextFailsInsteadOfHandingItToTheFirstSecureRead() {
+        var lifecycle = open()
+        _ = lifecycle.read(read(1, min: 10, max: 10, deadline: 100))
+        _ = lifecycle.handle(.received(Data("GO\n".utf8)))
+        XCTAssertEqual(text(lifecycle.expire(now: 100).completions), ["read 1 nil error -1001"])
+        let upgrade = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        XCTAssertEqual(text(upgrade.completions), ["finished error -1200"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release, "no handshake")
+        XCTAssertEqual(
+            text(lifecycle.read(read(2)).completions), ["read 2 nil error -1200"],
+            "the plain bytes never reach a read")
+    }
+
+    func testAWriteTimingOutAfterPartOfItWentOutEndsTheTask() {
+        var lifecycle = open()
+        _ = lifecycle.write(write(1, "abcdef", deadline: 100))
+        _ = lifecycle.write(write(2, "next"))
+        _ = lifecycle.read(read(3))
+        _ = lifecycle.handle(.sent(2))
+        _ = lifecycle.handle(.sendBlocked)
+        XCTAssertEqual(
+            text(lifecycle.expire(now: 100).completions),
+            ["read 3 nil error -1001", "write 1 error -1001", "write 2 error -1001", "finished error -1001"],
+            "the rest of write 1 is not dropped: the stream is out of step, everything fails once")
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release)
+
+        var plain = open()
+        _ = plain.write(write(1, "abc", deadline: 100))
+        _ = plain.write(write(2, "d"))
+        _ = plain.handle(.sendBlocked)
+        XCTAssertEqual(
+            text(plain.expire(now: 100).completions), ["write 1 error -1001"],
+            "plain TCP, nothing sent: that write alone is dropped")
+        XCTAssertEqual(plain.nextIO(readBlocked: false, writeBlocked: false), .send(Data("d".utf8)))
+    }
+
+    func testATLSWriteTimingOutAfterItsSendBlockedEndsTheTask() {
+        var lifecycle = Lifecycle()
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = lifecycle.resume()
+        _ = lifecycle.connected(nil)
+        _ = lifecycle.write(write(1, "abc", deadline: 100))
+        _ = lifecycle.handle(.sendBlocked)
+        XCTAssertEqual(
+            text(lifecycle.expire(now: 100).completions), ["write 1 error -1001", "finished error -1001"],
+            "OpenSSL holds a record of it: the next write would send it")
+    }
 }

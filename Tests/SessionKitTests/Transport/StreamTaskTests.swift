@@ -228,19 +228,55 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
+    func testTimeoutsRunOnATaskNeverResumedAndOnASuspendedOne() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        let idle = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        let idleRead = OnceBox<Error?>()
+        idle.readData(ofMinLength: 1, maxLength: 1, timeout: 0.3) { _, _, error in idleRead.resolve(error) }
+        let idleWrite = OnceBox<Error?>()
+        idle.write(Data("x".utf8), timeout: 0.3) { error in idleWrite.resolve(error) }
+        let idleReadError = try await idleRead.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((idleReadError as? URLError)?.code, .timedOut, "never resumed: the timeout still fires")
+        let idleWriteError = try await idleWrite.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((idleWriteError as? URLError)?.code, .timedOut)
+        XCTAssertEqual(idle.state, .suspended)
+
+        let suspended = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        suspended.resume()
+        suspended.suspend()
+        let suspendedRead = OnceBox<Error?>()
+        suspended.readData(ofMinLength: 1, maxLength: 1, timeout: 0.3) { _, _, error in suspendedRead.resolve(error) }
+        let suspendedError = try await suspendedRead.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual((suspendedError as? URLError)?.code, .timedOut, "suspended before its first operation")
+        XCTAssertEqual(server.connections.count, 0, "neither connected")
+        idle.cancel()
+        suspended.cancel()
+        _ = await observer.completion(of: idle)
+        _ = await observer.completion(of: suspended)
+    }
+
     func testWriteTimesOutWhenThePeerDoesNotRead() async throws {
         let server = try await startServer(behaviour: .unread)
         let (manager, observer) = makeManager()
         let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
         task.resume()
         // More than loopback's socket buffers on both sides can hold.
-        let error = try await write(task, Data(count: 64 << 20), timeout: 0.5) as? URLError
-        XCTAssertEqual(error?.code, .timedOut)
-        XCTAssertEqual(task.state, .running, "a write's timeout fails that write only")
+        let big = OnceBox<Error?>()
+        let later = OnceBox<Error?>()
+        task.write(Data(count: 64 << 20), timeout: 0.5) { error in big.resolve(error) }
+        task.write(Data("later".utf8), timeout: 0) { error in later.resolve(error) }
+        let timedOut = try await big.value(timeout: 10, file: #filePath, line: #line) as? URLError
+        XCTAssertEqual(timedOut?.code, .timedOut)
         XCTAssertGreaterThan(task.countOfBytesSent, 0)
         XCTAssertLessThan(task.countOfBytesSent, 64 << 20)
-        task.cancel()
-        _ = await observer.completion(of: task)
+        // Part of it went out: the stream is out of step, so the task ends and the later write fails too.
+        let laterError = try await later.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((laterError as? URLError)?.code, .timedOut)
+        XCTAssertEqual(later.deliveries, 1)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .timedOut)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
     }
 
     func testInvalidatingTheSessionCancelsOpenStreams() async throws {
@@ -255,6 +291,63 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual((completion as? URLError)?.code, .cancelled)
         let readError = try await pendingRead.value(timeout: 10, file: #filePath, line: #line)
         XCTAssertEqual((readError as? URLError)?.code, .cancelled)
+    }
+
+    func testAStreamTaskOfAnInvalidatedSessionFailsEveryOperationWithSessionInvalidated() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager()
+        manager.invalidateSessionCancelingTasks(false, resetSession: false)
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        XCTAssertFalse(manager.tasks.contains { $0 === task }, "a refused task is not listed")
+        task.resume()
+        let writeError = try await write(task, Data("x".utf8)) as NSError?
+        XCTAssertEqual(writeError?.domain, SessionKitError.sessionDomain)
+        XCTAssertEqual(writeError?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        let (data, _, readError) = try await read(task, min: 1, max: 1)
+        XCTAssertNil(data)
+        XCTAssertEqual((readError as NSError?)?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        let completion = await observer.completion(of: task) as NSError?
+        XCTAssertEqual(completion?.domain, SessionKitError.sessionDomain)
+        XCTAssertEqual(completion?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertEqual((task.error as NSError?)?.code, SessionKitError.Code.sessionInvalidated.rawValue)
+        task.cancel()
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+        XCTAssertEqual(server.connections.count, 0, "nothing connected")
+    }
+
+    func testNoStreamTaskMadeDuringAnInvalidationEscapesIt() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, _) = makeManager()
+        _ = manager.session
+        let boxes = (0..<40).map { _ in OnceBox<Error?>() }
+        let port = server.port
+        // Tasks are made on other threads while the session is invalidated: each is cancelled or refused, none
+        // keeps a read pending on a session that is gone.
+        await Task.detached {
+            // The invalidation comes in the middle: tasks are made before, during and after it.
+            let middle = boxes.count / 2
+            DispatchQueue.concurrentPerform(iterations: boxes.count + 1) { index in
+                guard index != middle else {
+                    return manager.invalidateSessionCancelingTasks(true, resetSession: false)
+                }
+                let box = boxes[index < middle ? index : index - 1]
+                let task = manager.streamTask(withHostName: "127.0.0.1", port: port)
+                task.resume()
+                task.readData(ofMinLength: 1, maxLength: 1, timeout: 0) { _, _, error in box.resolve(error) }
+            }
+        }.value
+        for box in boxes {
+            let error = try await box.value(timeout: 10, file: #filePath, line: #line) as NSError?
+            XCTAssertNotNil(error)
+            XCTAssertTrue(
+                error?.code == URLError.Code.cancelled.rawValue
+                    || error?.code == SessionKitError.Code.sessionInvalidated.rawValue,
+                "\(String(describing: error))")
+        }
+        for _ in 0..<100 where !manager.tasks.isEmpty { try await Task.sleep(nanoseconds: 50_000_000) }
+        XCTAssertTrue(manager.tasks.isEmpty, "every task completed")
     }
 
     func testRefusedConnectionFailsPendingAndLaterOperations() async throws {
@@ -283,6 +376,35 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(error?.code, .badURL)
         let completion = await observer.completion(of: task) as? URLError
         XCTAssertEqual(completion?.code, .badURL)
+    }
+
+    func testAHostThatIsNotANameNorAnAddressFailsTheFirstOperationWithBadURL() async throws {
+        let server = try await startServer()
+        let (manager, observer) = makeManager()
+        // Each would change libcurl's URL: another port, another host (`x@` is a user name), a path.
+        for host in ["127.0.0.1/", "x@127.0.0.1", "127.0.0.1:\(server.port)", "127.0.0.1 ", "[127.0.0.1]", "", "a?b"] {
+            let task = manager.streamTask(withHostName: host, port: server.port)
+            task.resume()
+            let error = try await write(task, Data("x".utf8)) as? URLError
+            XCTAssertEqual(error?.code, .badURL, host)
+            let completion = await observer.completion(of: task) as? URLError
+            XCTAssertEqual(completion?.code, .badURL, host)
+        }
+        XCTAssertEqual(server.connections.count, 0, "nothing connected")
+        for host in ["::1", "[::1]"] {
+            let task = manager.streamTask(withHostName: host, port: server.port)
+            task.resume()
+            let error = try await write(task, Data("x".utf8)) as? URLError
+            XCTAssertNotEqual(error?.code, .badURL, "an IPv6 literal is accepted: \(host)")
+            task.cancel()
+            _ = await observer.completion(of: task)
+        }
+        let named = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        named.resume()
+        let namedError = try await write(named, Data("x".utf8))
+        XCTAssertNil(namedError)
+        named.cancel()
+        _ = await observer.completion(of: named)
     }
 
     func testPeerCloseInTheMiddleOfAReadDeliversWhatCameWithTheEndOfStream() async throws {
@@ -382,6 +504,33 @@ final class StreamTaskTests: XCTestCase {
         _ = await observer.completion(of: task)
     }
 
+    func testAnUpgradedStreamWhosePeerClosesWithoutCloseNotifyReadsTheEndOfStream() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        let (answer, _, _) = try await read(task, min: 3, max: 3)
+        XCTAssertEqual(answer, Data("GO\n".utf8))
+        task.startSecureConnection()
+        let echo = try await write(task, Data("ping".utf8))
+        XCTAssertNil(echo)
+        let (pong, _, _) = try await read(task, min: 4, max: 4)
+        XCTAssertEqual(pong, Data("ping".utf8))
+        let drop = try await write(task, Data("DROP\n".utf8))
+        XCTAssertNil(drop)
+        // OpenSSL 3 would call this an error (unexpected EOF); like libcurl's TLS, SessionKit reads it as the end.
+        let (data, atEOF, error) = try await read(task, min: 1, max: 10)
+        XCTAssertNil(error)
+        XCTAssertEqual(data ?? Data(), Data())
+        XCTAssertTrue(atEOF)
+        task.cancel()
+        _ = await observer.completion(of: task)
+        // Delivered after the read's handler on the delegate queue, before the completion.
+        XCTAssertEqual(observer.readClosed, 1)
+    }
+
     func testStartTLSWithAWrongPinSendsNothingAfterTheUpgrade() async throws {
         let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
         let (manager, observer) = makeManager(policy: try pinning("untrusted-root"))
@@ -397,6 +546,45 @@ final class StreamTaskTests: XCTestCase {
         let completion = await observer.completion(of: task) as? URLError
         XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
         XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "nothing after the refusal")
+    }
+
+    func testStartTLSAfterATimedOutReadLeftPlaintextFailsWithoutDeliveringIt() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        // The plain answer arrives, but the read wants more and times out: "GO\n" stays unread.
+        let (timedOut, _, timeoutError) = try await read(task, min: 10, max: 10, timeout: 0.5)
+        XCTAssertNil(timedOut)
+        XCTAssertEqual((timeoutError as? URLError)?.code, .timedOut)
+        task.startSecureConnection()
+        let (data, _, error) = try await read(task, min: 1, max: 10, timeout: 5)
+        XCTAssertNil(data, "plaintext from before the handshake is never handed out as TLS data")
+        XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .secureConnectionFailed)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+    }
+
+    func testStartTLSWithUnreadPlaintextWaitingInTheSocketFailsBeforeTheHandshake() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        // "GO\n" arrives and nobody reads it: it waits in the socket when the handshake is due.
+        try await Task.sleep(nanoseconds: 300_000_000)
+        task.startSecureConnection()
+        let (data, _, error) = try await read(task, min: 1, max: 10, timeout: 5)
+        XCTAssertNil(data)
+        let failure = try XCTUnwrap(error as? URLError)
+        XCTAssertEqual(failure.code, .secureConnectionFailed)
+        XCTAssertTrue(failure.localizedDescription.contains("Plaintext bytes arrived before the TLS handshake"))
+        _ = await observer.completion(of: task)
+        XCTAssertEqual(server.connections.first?.received, Data("STARTTLS\n".utf8), "no ClientHello was sent")
     }
 
     func testStartSecureConnectionAfterCloseWriteFailsTheFollowingOperations() async throws {
@@ -511,6 +699,43 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual(second.data, Data("two".utf8))
         idle.cancel()
         _ = await observer.completion(of: idle)
+    }
+
+    func testAHalfClosedStreamKeepsItsDataAndEndOfStreamWhileOthersConnect() async throws {
+        // libcurl's connection cache prunes connections it finds dead (readable: data or a FIN) when another
+        // connects, at most once a second: a stream whose peer half-closed must survive it.
+        let sent = Data("before the half-close".utf8)
+        let halfClosing = try await startServer(behaviour: .sendThenHalfClose(sent))
+        let echo = try await startServer()
+        let (manager, observer) = makeManager()
+        let stream = manager.streamTask(withHostName: "127.0.0.1", port: halfClosing.port)
+        stream.resume()
+        try await stream.write(Data("hello".utf8), timeout: 10)
+        for round in 0..<3 {
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            let other = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+            other.resume()
+            try await other.write(Data("round \(round)".utf8), timeout: 10)
+            let answer = try await other.read(minLength: 7, maxLength: 7, timeout: 10)
+            XCTAssertEqual(answer.data, Data("round \(round)".utf8))
+            other.cancel()
+            _ = await observer.completion(of: other)
+        }
+        XCTAssertEqual(halfClosing.connections.first?.closed, false, "the server only half-closed")
+        var received = Data()
+        var atEOF = false
+        while !atEOF {
+            let chunk = try await stream.read(minLength: 1, maxLength: 1024, timeout: 10)
+            received.append(chunk.data)
+            atEOF = chunk.atEOF
+        }
+        XCTAssertEqual(received, sent, "the data, then the end of stream")
+        try await stream.write(Data("still writable".utf8), timeout: 10)
+        stream.closeWrite()
+        let completion = await observer.completion(of: stream)
+        XCTAssertNil(completion, "both directions closed")
+        XCTAssertEqual(observer.readClosed, 1)
+        XCTAssertEqual(halfClosing.connections.first?.received, Data("hellostill writable".utf8))
     }
 
     /// A loopback port nothing listens on (bound, then closed).
