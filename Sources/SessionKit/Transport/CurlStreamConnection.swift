@@ -36,13 +36,11 @@ final class CurlStreamConnection: @unchecked Sendable {
     let easy: UnsafeMutableRawPointer
     private let host: String
     private let isTLS: Bool
-    private let policy: SecurityPolicy
     /// The task's driver, until the connection is released.
     private var driver: CurlStreamDriver?
     private(set) var socket: curl_socket_t = -1
-    private var policyEvaluated = false
-    private var policyAccepted = false
-    private var refusal: SecurityPolicy.Refusal?
+    /// The policy's decision on the connection's TLS handshake (from the start, or the upgrade's).
+    private let handshake: HandshakeCheck
     private let tlsVersions: TLSVersionRange
     /// The TLS session of an upgrade (STARTTLS), once its handshake started.
     private var upgrade: StreamTLSSession?
@@ -66,7 +64,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         // The policy and SNI see the host libcurl connects to: without the brackets of an IPv6 literal.
         self.host = name
         self.isTLS = secure
-        self.policy = policy
+        self.handshake = HandshakeCheck(policy: policy, host: name)
         self.tlsVersions = tlsVersions
         self.driver = driver
         errorBuffer.initialize(repeating: 0, count: 256)
@@ -83,7 +81,6 @@ final class CurlStreamConnection: @unchecked Sendable {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout * 1000)))
         }
         if secure {
-            let me = Unmanaged.passUnretained(self).toOpaque()
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue)
             // The policy decides in the handshake; libcurl's own checks would use the system store instead.
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
@@ -91,8 +88,8 @@ final class CurlStreamConnection: @unchecked Sendable {
             // A resumed TLS session skips the verify callback.
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_ENABLE_ALPN, 0)
-            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, Self.sslContextCallback)
-            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, me)
+            _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, HandshakeCheck.sslContextCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, Unmanaged.passUnretained(handshake).toOpaque())
         }
     }
 
@@ -134,7 +131,7 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// libcurl finished connecting with `code`: the stream opens, or fails before any application byte.
     func didConnect(code: CURLcode) {
         var error = code == CURLE_OK ? nil : connectError(for: code)
-        if error == nil && isTLS && !policyAccepted {
+        if error == nil && isTLS && !handshake.accepted {
             // Never reached while the verify callback runs on every handshake: refuse rather than trust.
             error = refusalError()
         }
@@ -214,8 +211,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                 return .failed(StreamLifecycle.plaintextBeforeHandshake)
             }
             upgrade = StreamTLSSession(
-                socket: socket, host: host, tlsVersions: tlsVersions, verify: Self.verifyCallback,
-                userdata: Unmanaged.passUnretained(self).toOpaque())
+                socket: socket, host: host, tlsVersions: tlsVersions, check: handshake)
             guard upgrade != nil else {
                 return .failed(StreamLifecycle.error(.secureConnectionFailed, "OpenSSL could not be set up."))
             }
@@ -223,7 +219,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         switch upgrade?.handshake() {
         case .done:
             // Never without the verify callback's verdict: refuse rather than trust.
-            return policyAccepted ? .secured : .failed(refusalError())
+            return handshake.accepted ? .secured : .failed(refusalError())
         case .wantsRead:
             handshakeWaits = sk_curl_wait_pollin
             return nil
@@ -231,7 +227,7 @@ final class CurlStreamConnection: @unchecked Sendable {
             handshakeWaits = sk_curl_wait_pollout
             return nil
         case .failed(let reason):
-            if policyEvaluated && !policyAccepted { return .failed(refusalError()) }
+            if handshake.evaluated && !handshake.accepted { return .failed(refusalError()) }
             return .failed(
                 StreamLifecycle.error(.secureConnectionFailed, "The TLS handshake of the upgrade failed: \(reason)."))
         case .closed, nil:
@@ -307,15 +303,10 @@ final class CurlStreamConnection: @unchecked Sendable {
             "The connection was lost while \(doing): \(String(cString: curl_easy_strerror(code))).")
     }
 
-    private func refusalError() -> URLError {
-        let refusal =
-            refusal
-            ?? SecurityPolicy.Refusal(reason: "The server's certificate chain does not pass the security policy.")
-        return URLError(refusal.code, userInfo: refusal.userInfo(forHost: host))
-    }
+    private func refusalError() -> URLError { handshake.error(userInfo: [:]) }
 
     private func connectError(for code: CURLcode) -> URLError {
-        if isTLS && policyEvaluated && !policyAccepted { return refusalError() }
+        if isTLS && handshake.evaluated && !handshake.accepted { return refusalError() }
         let detail = String(cString: errorBuffer)
         let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
         let mapped: URLError.Code
@@ -328,30 +319,5 @@ final class CurlStreamConnection: @unchecked Sendable {
         default: mapped = .cannotConnectToHost
         }
         return URLError(mapped, userInfo: [NSLocalizedDescriptionKey: "\(host): \(reason)"])
-    }
-
-    // MARK: - TLS (engine thread, inside libcurl)
-
-    private static let sslContextCallback: sk_curl_ssl_ctx_callback = { _, context, userdata in
-        guard let context else { return CURLE_OK }
-        let sslContext = OpaquePointer(context)
-        SSL_CTX_set_ex_data(sslContext, 0, userdata)
-        SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, CurlStreamConnection.verifyCallback)
-        return CURLE_OK
-    }
-
-    /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
-    private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
-        guard let store else { return 0 }
-        if X509_STORE_CTX_get_error_depth(store) > 0 { return 1 }
-        guard let sslContext = sk_ssl_ctx_of_store(store), let raw = SSL_CTX_get_ex_data(sslContext, 0) else {
-            return 0
-        }
-        let connection = Unmanaged<CurlStreamConnection>.fromOpaque(raw).takeUnretainedValue()
-        let refusal = connection.policy.decide(ServerTrust(verifying: store), forDomain: connection.host)
-        connection.policyEvaluated = true
-        connection.policyAccepted = refusal == nil
-        connection.refusal = refusal
-        return refusal == nil ? 1 : 0
     }
 }

@@ -27,16 +27,12 @@ final class StreamTLSSession {
     private let context: OpaquePointer
     private let ssl: OpaquePointer
 
-    /// A client session on `socket` for `host` (its SNI when it is a name), between `tlsVersions`; `verify` is
-    /// OpenSSL's verify callback, which finds `userdata` in the context's ex-data slot 0.
-    init?(
-        socket: Int32, host: String, tlsVersions: TLSVersionRange,
-        verify: @convention(c) (Int32, OpaquePointer?) -> Int32, userdata: UnsafeMutableRawPointer
-    ) {
+    /// A client session on `socket` for `host` (its SNI when it is a name), between `tlsVersions`, whose handshake
+    /// `check` judges (it must outlive the session).
+    init?(socket: Int32, host: String, tlsVersions: TLSVersionRange, check: HandshakeCheck) {
         let versions = tlsVersions.openSSLValues
         guard let context = sk_ssl_client_context(versions.minimum, versions.maximum) else { return nil }
-        SSL_CTX_set_ex_data(context, 0, userdata)
-        SSL_CTX_set_verify(context, SSL_VERIFY_PEER, verify)
+        check.install(on: context)
         guard let ssl = SSL_new(context) else {
             SSL_CTX_free(context)
             return nil
