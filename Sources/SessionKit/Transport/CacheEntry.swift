@@ -167,6 +167,29 @@ struct CacheEntry {
         return control
     }
 
+    /// Fields that change with every answer and say nothing about the resource.
+    private static let volatileFields: Set<String> = ["date", "age", "connection", "keep-alive", "server"]
+
+    /// Whether storing this entry in place of `stored` changes anything later requests would see: a lifetime that
+    /// starts again (explicit freshness), other fields than the volatile ones, or another body. A revalidation that
+    /// changes nothing is not written again (each write of Linux's `URLCache` archives the response and lists its
+    /// disk directory).
+    func differs(from stored: CacheEntry) -> Bool {
+        let control = self.control
+        if control.maxAge != nil || response.value(forHTTPHeaderField: "Expires") != nil { return true }
+        if data != stored.data || response.statusCode != stored.response.statusCode { return true }
+        func material(_ response: HTTPURLResponse) -> [String: String] {
+            var fields: [String: String] = [:]
+            for (name, value) in response.allHeaderFields {
+                guard let name = name as? String, let value = value as? String else { continue }
+                let lowered = name.lowercased()
+                if !Self.volatileFields.contains(lowered) { fields[lowered] = value }
+            }
+            return fields
+        }
+        return material(response) != material(stored.response)
+    }
+
     // MARK: - Selecting and revalidating (RFC 9111 4.1, 4.3)
 
     /// Whether this entry answers `request`: the same URL (the `URLCache` of Linux keys entries by host, port and

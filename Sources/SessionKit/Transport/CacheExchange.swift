@@ -124,7 +124,9 @@ struct CacheExchange {
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
         {
             confirmed = updated
-            proposal = Proposal(response: updated.cachedURLResponse, request: request)
+            if updated.differs(from: candidate) {
+                proposal = Proposal(response: updated.cachedURLResponse, request: request)
+            }
             return updated.response
         }
         if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated) == nil,
@@ -161,6 +163,8 @@ struct CacheExchange {
         let entry = CacheEntry(
             response: kept.response, data: kept.body, request: kept.request, requestTime: requestTime,
             responseTime: kept.responseTime, policyKey: key())
+        // A server that ignored the conditional request and sent the same response again: nothing to write.
+        if let candidate, !entry.differs(from: candidate) { return nil }
         return Proposal(response: entry.cachedURLResponse, request: kept.request)
     }
 

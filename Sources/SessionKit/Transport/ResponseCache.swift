@@ -132,7 +132,13 @@ final class ResponseCache: @unchecked Sendable {
     /// answer to `request`.
     func save(_ response: CachedURLResponse, for request: URLRequest) {
         guard let url = request.url else { return }
-        store.storeCachedResponse(response, for: request)
+        // Linux's URLCache appends a key to its eviction order on every store, and its eviction force-unwraps each
+        // key it meets: a key stored twice (a response stored again, another query of the same path) crashes the
+        // process once memory runs short. Removing first keeps one occurrence; stores of one URLCache are serialized.
+        index.serializingStores {
+            store.removeCachedResponse(for: request)
+            store.storeCachedResponse(response, for: request)
+        }
         index.markPresent(CacheEntry.withoutFragment(url))
     }
 
@@ -161,6 +167,7 @@ final class ResponseCache: @unchecked Sendable {
 
         private weak var store: URLCache?
         private let entries = Protected<[String: Knowledge]>([:])
+        private let storeLock = NSLock()
 
         private init(store: URLCache) { self.store = store }
 
@@ -182,6 +189,13 @@ final class ResponseCache: @unchecked Sendable {
                 guard case .absent(let until)? = entries[key] else { return true }
                 return until < Date()
             }
+        }
+
+        /// Runs `body` (a store into the `URLCache`) while no other cache of this `URLCache` stores.
+        func serializingStores(_ body: () -> Void) {
+            storeLock.lock()
+            defer { storeLock.unlock() }
+            body()
         }
 
         func markAbsent(_ key: String) { set(.absent(until: Date().addingTimeInterval(Self.absentFor)), for: key) }

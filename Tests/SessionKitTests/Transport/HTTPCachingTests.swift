@@ -461,6 +461,41 @@ final class HTTPCachingTests: LoopbackTestCase {
             kept, second.response.value(forHTTPHeaderField: "X-Revalidation"), "a refused update is not stored")
     }
 
+    /// Linux's URLCache crashes (a force unwrap in its eviction) once a key stored twice is evicted; its key is host,
+    /// port and path, so two queries of one path, or a response stored again, are such keys.
+    func testStoringOnePathTwiceThenEvictingDoesNotCrashLinuxURLCache() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-evict-\(UUID())")
+        let small = URLCache(memoryCapacity: 8 << 10, diskCapacity: 0, diskPath: directory.path)
+        configuration.urlCache = small
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        for path in [
+            "/cache/60?a", "/cache/60?b", "/cache/60?a", "/cache/61", "/cache/62", "/cache/63", "/cache/64",
+            "/cache/65", "/cache/66",
+        ] {
+            _ = try await get(manager, server.url(path))
+        }
+        XCTAssertNotNil(small.cachedResponse(for: URLRequest(url: server.url("/cache/66"))), "the newest is stored")
+    }
+
+    func testARevalidationThatChangesNothingIsNotWrittenAgain() async throws {
+        let (manager, _) = cachingManager()
+        let asked = CallCounter()
+        manager.dataTaskWillCacheResponse = { _, _, proposed in
+            asked.increment()
+            return proposed
+        }
+        for _ in 0..<4 { _ = try await get(manager, server.url("/etag/quiet")) }
+        XCTAssertEqual(received("/etag/quiet").count, 4, "an entity tag and no freshness: revalidated each time")
+        XCTAssertEqual(asked.count, 1, "the 304s changed nothing: the first response is the only one written")
+        // A server that ignores If-None-Match and sends the same entity again: not written again either.
+        manager.responseSerializer = HTTPResponseSerializer()
+        for _ in 0..<3 { _ = try await get(manager, server.url("/bytes/64?seed=3")) }
+        XCTAssertEqual(asked.count, 2)
+    }
+
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
         let manager = makeManager(transport: .curl)
         _ = try await get(manager, server.url("/cache/60"))
