@@ -141,13 +141,12 @@ struct CacheEntry {
         return correctedInitialAge + max(0, now.timeIntervalSince(responseTime))
     }
 
-    /// Whether the response may be used for `request` without asking the server: fresh enough for both the
-    /// response's and the request's directives, and the response does not require a revalidation each time.
-    func isUsableWithoutValidation(for request: URLRequest, at now: Date) -> Bool {
+    /// Whether the response may be used without asking the server, for a request whose directives are
+    /// `requestControl` (``requestControl(of:)``): fresh enough for both the response's and the request's directives,
+    /// and the response does not require a revalidation each time.
+    func isUsableWithoutValidation(under requestControl: CacheControl, at now: Date) -> Bool {
         let responseControl = control
-        if responseControl.noCache { return false }
-        let requestControl = Self.requestControl(of: request)
-        if requestControl.noCache { return false }
+        if responseControl.noCache || requestControl.noCache { return false }
         let age = currentAge(at: now)
         var lifetime = freshnessLifetime
         if let maxAge = requestControl.maxAge { lifetime = min(lifetime, maxAge) }
@@ -160,10 +159,15 @@ struct CacheEntry {
 
     /// A request's `Cache-Control`, with HTTP/1.0's `Pragma: no-cache` read as `no-cache` (RFC 9111 5.4).
     static func requestControl(of request: URLRequest) -> CacheControl {
-        var control = CacheControl(request.value(forHTTPHeaderField: "Cache-Control"))
-        if control.isEmpty, request.value(forHTTPHeaderField: "Pragma")?.lowercased().contains("no-cache") == true {
-            control.noCache = true
-        }
+        requestControl(
+            cacheControl: request.value(forHTTPHeaderField: "Cache-Control"),
+            pragma: request.value(forHTTPHeaderField: "Pragma"))
+    }
+
+    /// The same, from the values of the two fields.
+    static func requestControl(cacheControl: String?, pragma: String?) -> CacheControl {
+        var control = CacheControl(cacheControl)
+        if control.isEmpty, pragma?.lowercased().contains("no-cache") == true { control.noCache = true }
         return control
     }
 
@@ -180,14 +184,22 @@ struct CacheEntry {
         if data != stored.data || response.statusCode != stored.response.statusCode { return true }
         func material(_ response: HTTPURLResponse) -> [String: String] {
             var fields: [String: String] = [:]
-            for (name, value) in response.allHeaderFields {
-                guard let name = name as? String, let value = value as? String else { continue }
-                let lowered = name.lowercased()
-                if !Self.volatileFields.contains(lowered) { fields[lowered] = value }
+            for (name, value) in Self.stringFields(of: response) where !Self.volatileFields.contains(name.lowercased())
+            {
+                fields[name.lowercased()] = value
             }
             return fields
         }
         return material(response) != material(stored.response)
+    }
+
+    /// A response's fields as strings (`allHeaderFields` is `[AnyHashable: Any]`).
+    private static func stringFields(of response: HTTPURLResponse) -> [String: String] {
+        var fields: [String: String] = [:]
+        for (name, value) in response.allHeaderFields {
+            if let name = name as? String, let value = value as? String { fields[name] = value }
+        }
+        return fields
     }
 
     // MARK: - Selecting and revalidating (RFC 9111 4.1, 4.3)
@@ -222,17 +234,9 @@ struct CacheEntry {
 
     /// The entry after a 304: the stored status and body, its fields updated by the 304's, the new times.
     func revalidated(by notModified: HTTPURLResponse, requestTime: Date, responseTime: Date) -> CacheEntry? {
-        var fields: [String: String] = [:]
-        for (name, value) in response.allHeaderFields {
-            // The stored Age described the old response; the 304's own (if any) replaces it below.
-            if let name = name as? String, let value = value as? String, !name.equalsIgnoringASCIICase("Age") {
-                fields[name] = value
-            }
-        }
-        for (name, value) in notModified.allHeaderFields {
-            guard let name = name as? String, let value = value as? String,
-                !Self.keptOn304.contains(name.lowercased())
-            else { continue }
+        // The stored Age described the old response; the 304's own (if any) replaces it below.
+        var fields = Self.stringFields(of: response).filter { !$0.key.equalsIgnoringASCIICase("Age") }
+        for (name, value) in Self.stringFields(of: notModified) where !Self.keptOn304.contains(name.lowercased()) {
             if let existing = fields.keys.first(where: { $0.equalsIgnoringASCIICase(name) }) {
                 fields[existing] = nil
             }

@@ -70,14 +70,8 @@ struct CacheExchange {
         } else {
             unsafeTarget = nil
         }
-        var computedKey = policyKey
-        let plan = cache.plan(for: request, mayReadStore: mayReadStore) {
-            if let computedKey { return computedKey }
-            let key = policy.configurationKey
-            computedKey = key
-            return key
-        }
-        policyKey = computedKey
+        let cache = self.cache
+        let plan = cache.plan(for: request, mayReadStore: mayReadStore) { key() }
         switch plan {
         case .bypass:
             return .send(request)

@@ -212,8 +212,8 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request.setValue(value, forHTTPHeaderField: field)
             }
         }
-        if conversation.cache != nil {
-            switch conversation.cache?.start(request, mayReadStore: onDelegateQueue) {
+        if let plan = conversation.cache?.start(request, mayReadStore: onDelegateQueue) {
+            switch plan {
             case .readStoreFirst:
                 let original = request
                 return environment.delegateQueue.async { self.start(original, onDelegateQueue: true) }
@@ -228,8 +228,6 @@ final class CurlTaskDriver: @unchecked Sendable {
                         url: request.url))
             case .send(let planned):
                 request = planned
-            case nil:
-                break
             }
         }
         observed.write { $0.currentRequest = request }
@@ -366,9 +364,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             let held = conversation.held
             conversation.held = nil
             if let error {
-                if conversation.cache != nil {
-                    _ = conversation.cache?.ended(response: nil, failed: true)
-                }
+                _ = conversation.cache?.ended(response: nil, failed: true)
                 finish(error)
             } else if let held, let challenge = held.challenge {
                 _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: true) }
@@ -378,7 +374,7 @@ final class CurlTaskDriver: @unchecked Sendable {
                 conversation.cache?.redirected(by: held.response)
                 followRedirect(held.response, task: task)
             } else {
-                if conversation.cache != nil { endCachedExchange(of: task) }
+                endCachedExchange(of: task)
                 finish(nil)
             }
         }

@@ -61,21 +61,18 @@ final class ResponseCache: @unchecked Sendable {
         let method = request.httpMethod
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
-        var requestControl = CacheControl()
-        if let fields = request.allHTTPHeaderFields, !fields.isEmpty {
-            var pragmaNoCache = false
-            for (name, value) in fields {
-                // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
-                guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
-                if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
-                if name.equalsIgnoringASCIICase("Cache-Control") {
-                    requestControl = CacheControl(value)
-                } else if name.equalsIgnoringASCIICase("Pragma"), value.lowercased().contains("no-cache") {
-                    pragmaNoCache = true
-                }
+        var (cacheControl, pragma): (String?, String?) = (nil, nil)
+        for (name, value) in request.allHTTPHeaderFields ?? [:] {
+            // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
+            guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
+            if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
+            if name.equalsIgnoringASCIICase("Cache-Control") {
+                cacheControl = value
+            } else if name.equalsIgnoringASCIICase("Pragma") {
+                pragma = value
             }
-            if requestControl.isEmpty, pragmaNoCache { requestControl.noCache = true }  // RFC 9111 5.4
         }
+        let requestControl = CacheEntry.requestControl(cacheControl: cacheControl, pragma: pragma)
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
         switch policy {
         case .reloadIgnoringLocalCacheData: return .network
@@ -112,7 +109,7 @@ final class ResponseCache: @unchecked Sendable {
         case (.reloadRevalidatingCacheData, let entry?):
             return revalidation(of: entry, for: request)
         case (_, let entry?):
-            if entry.isUsableWithoutValidation(for: request, at: now) { return .serve(entry) }
+            if entry.isUsableWithoutValidation(under: requestControl, at: now) { return .serve(entry) }
             if requestControl.onlyIfCached { return .unavailable }
             return revalidation(of: entry, for: request)
         case (_, nil):
@@ -151,22 +148,17 @@ final class ResponseCache: @unchecked Sendable {
         index.markAbsent(key)
     }
 
-    /// What the caches of one `URLCache` know of its contents: URLs stored, URLs found empty (for a few seconds, so
-    /// that an entry someone else stores is found soon after).
+    /// What the caches of one `URLCache` know of its contents: the URLs found empty, each until a few seconds later
+    /// (so that an entry someone else stores is found soon after); a URL stored is forgotten.
     final class Index: @unchecked Sendable {
-        // @unchecked Sendable: `entries` is a `Protected` box; `store` is only compared.
-
-        private enum Knowledge {
-            case present
-            case absent(until: Date)
-        }
+        // @unchecked Sendable: `emptyUntil` is a `Protected` box; `store` is only compared.
 
         private static let absentFor: TimeInterval = 5
         private static let capacity = 4096
         private static let indexes = Protected<[ObjectIdentifier: Index]>([:])
 
         private weak var store: URLCache?
-        private let entries = Protected<[String: Knowledge]>([:])
+        private let emptyUntil = Protected<[String: Date]>([:])
         private let storeLock = NSLock()
 
         private init(store: URLCache) { self.store = store }
@@ -185,10 +177,7 @@ final class ResponseCache: @unchecked Sendable {
 
         /// False only when the URL was found empty a moment ago.
         func mayHold(_ key: String) -> Bool {
-            entries.read { entries in
-                guard case .absent(let until)? = entries[key] else { return true }
-                return until < Date()
-            }
+            emptyUntil.read { $0[key] }.map { $0 < Date() } ?? true
         }
 
         /// Runs `body` (a store into the `URLCache`) while no other cache of this `URLCache` stores.
@@ -198,18 +187,14 @@ final class ResponseCache: @unchecked Sendable {
             body()
         }
 
-        func markAbsent(_ key: String) { set(.absent(until: Date().addingTimeInterval(Self.absentFor)), for: key) }
-
-        func markPresent(_ key: String) { set(.present, for: key) }
-
-        private func set(_ knowledge: Knowledge, for key: String) {
-            entries.write { entries in
-                if entries.count >= Self.capacity, entries[key] == nil {
-                    entries = entries.filter { if case .present = $0.value { return true } else { return false } }
-                    if entries.count >= Self.capacity { entries.removeAll() }
-                }
-                entries[key] = knowledge
+        func markAbsent(_ key: String) {
+            let until = Date().addingTimeInterval(Self.absentFor)
+            emptyUntil.write { emptyUntil in
+                if emptyUntil.count >= Self.capacity, emptyUntil[key] == nil { emptyUntil.removeAll() }
+                emptyUntil[key] = until
             }
         }
+
+        func markPresent(_ key: String) { _ = emptyUntil.write { $0.removeValue(forKey: key) } }
     }
 }

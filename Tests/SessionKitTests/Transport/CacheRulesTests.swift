@@ -53,7 +53,7 @@ final class CacheRulesTests: XCTestCase {
             let age = stored.currentAge(at: now)
             XCTAssertFalse(lifetime.isNaN || age.isNaN)
             XCTAssertGreaterThanOrEqual(age, 0)
-            if stored.isUsableWithoutValidation(for: request, at: now) {
+            if stored.isUsableWithoutValidation(under: CacheEntry.requestControl(of: request), at: now) {
                 XCTAssertTrue(lifetime > age || CacheEntry.requestControl(of: request).maxStale != nil, "\(fields)")
             }
             _ = stored.matches(request)
@@ -159,11 +159,13 @@ final class CacheRulesTests: XCTestCase {
                 .freshnessLifetime, 0, "no heuristic for a status that is not heuristically cacheable")
         let aged = entry(["Cache-Control": "max-age=60", "Age": "30", "Date": date], receivedAt: now)
         XCTAssertEqual(aged.currentAge(at: now.addingTimeInterval(10)), 40)
-        XCTAssertTrue(aged.isUsableWithoutValidation(for: URLRequest(url: url), at: now.addingTimeInterval(10)))
-        XCTAssertFalse(aged.isUsableWithoutValidation(for: URLRequest(url: url), at: now.addingTimeInterval(31)))
+        XCTAssertTrue(aged.isUsableWithoutValidation(under: CacheControl(), at: now.addingTimeInterval(10)))
+        XCTAssertFalse(aged.isUsableWithoutValidation(under: CacheControl(), at: now.addingTimeInterval(31)))
         var wantsFresh = URLRequest(url: url)
         wantsFresh.setValue("min-fresh=25", forHTTPHeaderField: "Cache-Control")
-        XCTAssertFalse(aged.isUsableWithoutValidation(for: wantsFresh, at: now.addingTimeInterval(10)))
+        XCTAssertFalse(
+            aged.isUsableWithoutValidation(
+                under: CacheEntry.requestControl(of: wantsFresh), at: now.addingTimeInterval(10)))
     }
 
     func testVaryAndURLSelectTheEntry() {
@@ -198,7 +200,7 @@ final class CacheRulesTests: XCTestCase {
         let refreshed = try XCTUnwrap(
             aged.revalidated(by: response(["ETag": "\"a\""], status: 304), requestTime: Date(), responseTime: Date()))
         XCTAssertNil(refreshed.response.value(forHTTPHeaderField: "Age"), "the old Age went with the old response")
-        XCTAssertTrue(refreshed.isUsableWithoutValidation(for: URLRequest(url: url), at: Date()))
+        XCTAssertTrue(refreshed.isUsableWithoutValidation(under: CacheControl(), at: Date()))
         let conditional = try XCTUnwrap(stored.conditionalRequest(for: URLRequest(url: url)))
         XCTAssertEqual(conditional.value(forHTTPHeaderField: "If-None-Match"), "\"a\"")
         XCTAssertNil(entry(["Cache-Control": "max-age=5"]).conditionalRequest(for: URLRequest(url: url)))

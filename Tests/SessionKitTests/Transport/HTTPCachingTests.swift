@@ -20,13 +20,13 @@ final class HTTPCachingTests: LoopbackTestCase {
     /// A curl manager whose configuration has a URLCache of its own (in memory, or on disk in `directory`).
     private func cachingManager(
         policy: URLRequest.CachePolicy = .useProtocolCachePolicy, directory: URL? = nil,
-        securityPolicy: SecurityPolicy? = nil, baseURL: URL? = nil
+        securityPolicy: SecurityPolicy? = nil, baseURL: URL? = nil, memoryCapacity: Int = 4 << 20
     ) -> (HTTPSessionManager, URLCache) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
         let path = (directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-\(UUID())"))
         let cache = URLCache(
-            memoryCapacity: 4 << 20, diskCapacity: directory == nil ? 0 : 8 << 20, diskPath: path.path)
+            memoryCapacity: memoryCapacity, diskCapacity: directory == nil ? 0 : 8 << 20, diskPath: path.path)
         configuration.urlCache = cache
         configuration.requestCachePolicy = policy
         let manager = HTTPSessionManager(baseURL: baseURL ?? server.baseURL, sessionConfiguration: configuration)
@@ -464,13 +464,7 @@ final class HTTPCachingTests: LoopbackTestCase {
     /// Linux's URLCache crashes (a force unwrap in its eviction) once a key stored twice is evicted; its key is host,
     /// port and path, so two queries of one path, or a response stored again, are such keys.
     func testStoringOnePathTwiceThenEvictingDoesNotCrashLinuxURLCache() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-evict-\(UUID())")
-        let small = URLCache(memoryCapacity: 8 << 10, diskCapacity: 0, diskPath: directory.path)
-        configuration.urlCache = small
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let (manager, small) = cachingManager(memoryCapacity: 8 << 10)
         for path in [
             "/cache/60?a", "/cache/60?b", "/cache/60?a", "/cache/61", "/cache/62", "/cache/63", "/cache/64",
             "/cache/65", "/cache/66",
