@@ -35,6 +35,9 @@ public final class RawFaultServer: @unchecked Sendable {
         case stall(Data)
         /// Writes `head`, then `chunk` again and again, without end (until the client goes away).
         case endless(head: Data, chunk: Data)
+        /// Writes these bytes after `milliseconds`, keeping the connection open (requests that overlap in time make a
+        /// client open connections side by side).
+        case respondAfter(milliseconds: Int64, Data)
     }
 
     /// One request as received.
@@ -195,6 +198,12 @@ private final class RawFaultHandler: ChannelInboundHandler {
             done = true
             write(head, context: context)
             writeForever(chunk, context: context)
+        case .respondAfter(let milliseconds, let data):
+            let channel = context.channel
+            context.eventLoop.scheduleTask(in: .milliseconds(milliseconds)) { [self] in
+                guard channel.isActive else { return }
+                write(data, context: context)
+            }
         }
     }
 

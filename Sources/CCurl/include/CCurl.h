@@ -84,5 +84,7 @@ static inline CURLcode sk_curl_easy_setopt_seek_callback(CURL *handle, sk_curl_s
 
 /// The libcurl version string, e.g. "7.88.1".
 const char *sk_curl_version_string(void);
+/* curl_version_info's feature bits (CURL_VERSION_LIBZ, CURL_VERSION_BROTLI, CURL_VERSION_ZSTD…). */
+int sk_curl_version_features(void);
 
 #endif

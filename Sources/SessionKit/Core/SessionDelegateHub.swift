@@ -133,6 +133,17 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
                     ])
             }
         }
+        if error == nil, task.response == nil, !(task is URLSessionStreamTask) {
+            // A completion carries a response or an error, on every transport and whatever its parser made of the
+            // bytes: a task that would end with neither fails instead.
+            error = URLError(
+                .badServerResponse,
+                userInfo: [
+                    NSLocalizedDescriptionKey: "The task ended without a response or an error.",
+                    NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
+                    "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
+                ])
+        }
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
     }

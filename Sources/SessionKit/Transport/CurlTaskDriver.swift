@@ -512,6 +512,11 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// The last transfer ended (or could not start): the task completes, once.
     private func finish(_ error: URLError?) {
+        var error = error
+        if error == nil, observed.read({ $0.response }) == nil {
+            // The invariant every completion keeps, whatever went wrong before: a response or an error.
+            error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
+        }
         let action = observed.write { observed -> TransferLifecycle.Action in
             let action = observed.lifecycle.ended(failed: error != nil)
             if action == .complete {

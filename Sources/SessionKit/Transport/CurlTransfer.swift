@@ -94,8 +94,18 @@ final class CurlTransfer: @unchecked Sendable {
     private let mayResend: Bool
     /// Requests libcurl started on a connection so far (``prerequestCallback``).
     private var requestsStarted = 0
-    /// Set when libcurl wanted to send a non-idempotent request again: the transfer ends instead.
+    /// The status of the last response head that answered the request libcurl started last, nil before one: a new
+    /// start after a complete 401 or 407 is libcurl's authentication round; any other is a resend after a failure.
+    private var lastStartAnswer: Int?
+    /// Resends libcurl made on its own after a reused connection failed before any response byte (at most one).
+    private var automaticResends = 0
+    /// Set when libcurl wanted to send the request again and may not: the transfer ends instead.
     private var resendRefused = false
+    /// The status line that could not be read, when one ended the transfer.
+    private var malformedStatusLine: String?
+    /// Whether libcurl's decoding is off for this response: it names a coding libcurl does not decode, so its bytes
+    /// are delivered as they came (RFC 9110 8.4), with the field kept.
+    private var decodingOff = false
     /// Bytes and fields of the response head so far, and whether a bound was crossed.
     private var headBytes = 0
     private var headTooLarge = false
@@ -205,7 +215,10 @@ final class CurlTransfer: @unchecked Sendable {
         var list: UnsafeMutablePointer<curl_slist>?
         for (field, value) in request.allHTTPHeaderFields ?? [:] where !field.equalsIgnoringASCIICase("Content-Length")
         {
-            list = curl_slist_append(list, "\(field): \(value)")  // libcurl writes Content-Length itself
+            // libcurl writes Content-Length itself. It reads `Name:` with nothing after it as "remove this field", and
+            // `Name;` as the field with an empty value.
+            let empty = value.utf8.allSatisfy { $0 == 0x20 || $0 == 0x09 }
+            list = curl_slist_append(list, empty ? "\(field);" : "\(field): \(value)")
         }
         // curl adds these on its own; an empty value removes them unless the request set them.
         for field in ["Expect", "Accept"] where request.value(forHTTPHeaderField: field) == nil {
@@ -252,8 +265,7 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.headTooLarge = true
             return 0  // ends the transfer
         }
-        transfer.header(UnsafeRawBufferPointer(start: buffer, count: length))
-        return length
+        return transfer.header(UnsafeRawBufferPointer(start: buffer, count: length)) ? length : 0
     }
 
     private static let writeCallback: sk_curl_data_callback = { buffer, size, count, userdata in
@@ -358,12 +370,18 @@ final class CurlTransfer: @unchecked Sendable {
     private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, _ in
         guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
-        defer { transfer.requestsStarted += 1 }
-        // libcurl sends a request again when a reused connection died; for a POST that may have reached the server,
-        // only the caller (its retrier) may decide that. libcurl's own answer to a 401/407 (Digest) is not a resend.
-        if transfer.requestsStarted > 0, !transfer.mayResend, transfer.statusCode != 401, transfer.statusCode != 407 {
-            transfer.resendRefused = true
-            return Int32(CURL_PREREQFUNC_ABORT)
+        defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
+        // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
+        // libcurl sending the request again because a reused connection failed before any response byte: for a POST
+        // that may have reached the server only the caller (its retrier) may decide that; an idempotent request goes
+        // again once, and a resend that fails is not sent a third time (RFC 9112 9.3.1; libcurl would go on over
+        // every dead connection of the pool).
+        if transfer.requestsStarted > 0, transfer.lastStartAnswer != 401, transfer.lastStartAnswer != 407 {
+            guard transfer.mayResend, transfer.automaticResends == 0 else {
+                transfer.resendRefused = true
+                return Int32(CURL_PREREQFUNC_ABORT)
+            }
+            transfer.automaticResends += 1
         }
         guard transfer.isTLS else { return Int32(CURL_PREREQFUNC_OK) }
         var newConnections = 0
@@ -375,20 +393,24 @@ final class CurlTransfer: @unchecked Sendable {
 
     // MARK: - Response
 
-    private func header(_ line: UnsafeRawBufferPointer) {
-        guard !responseDelivered else { return }
+    /// Reads one line of a response head; false ends the transfer (a status line that is not one).
+    private func header(_ line: UnsafeRawBufferPointer) -> Bool {
+        guard !responseDelivered else { return true }
         if line.starts(with: Self.statusLinePrefix) {
-            // A status line (a new one after a 1xx): "HTTP/1.1 200 OK".
-            let parts = line.split(separator: UInt8(ascii: " "), maxSplits: 2)
-            httpVersion = parts.first.map { String(decoding: $0, as: UTF8.self) } ?? "HTTP/1.1"
-            statusCode =
-                parts.count > 1
-                ? parts[1].reduce(0) { code, digit in
-                    (48...57).contains(digit) && code < 1000 ? code * 10 + Int(digit - 48) : 0
-                } : 0
+            // A status line (a new one after a 1xx or a 401): "HTTP/1.1 200 OK", "HTTP/1.1 200", "HTTP/2 200 ".
+            guard let status = StatusLine(line) else {
+                malformedStatusLine = String(decoding: line.prefix(80), as: UTF8.self)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+                return false
+            }
+            (httpVersion, statusCode, lastStartAnswer) = (status.version, status.code, status.code)
             headerFields = []
             headBytes = line.count  // the bounds apply to each response head (a 1xx or a 401 went before)
-            return
+            if decodingOff {
+                decodingOff = false
+                _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 1)
+            }
+            return true
         }
         // Parsed as bytes: String-based trimming and splitting cost more than the rest of the transfer.
         func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
@@ -397,14 +419,46 @@ final class CurlTransfer: @unchecked Sendable {
         if end == 0 {
             let mayRetry = answersChallenges && (statusCode == 401 || statusCode == 407)
             if statusCode >= 200 && !mayRetry { deliverResponseIfNeeded() }
-            return
+            return true
         }
-        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return }
+        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return true }
         var start = colon + 1
         while start < end, isSpace(line[start]) { start += 1 }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
         let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+        if !decodingOff, Self.namesCodings(name),
+            !Self.decodesAll(value, transfer: name.utf8.first.map { $0 | 0x20 == 0x74 } == true)
+        {
+            // libcurl would fail the body of a coding it does not know: its bytes are delivered as they came.
+            decodingOff = true
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
+        }
         headerFields.append((name, value))
+        return true
+    }
+
+    /// Whether `name` is `Content-Encoding` or `Transfer-Encoding` (one byte ruled out most fields).
+    private static func namesCodings(_ name: String) -> Bool {
+        guard let first = name.utf8.first, first | 0x20 == 0x63 || first | 0x20 == 0x74 else { return false }
+        return name.equalsIgnoringASCIICase("Content-Encoding") || name.equalsIgnoringASCIICase("Transfer-Encoding")
+    }
+
+    /// The codings this libcurl decodes (its build decides brotli and zstd).
+    private static let decodedCodings: Set<String> = {
+        let features = Int(sk_curl_version_features())
+        var codings: Set<String> = ["identity"]
+        if features & (1 << 3) != 0 { codings.formUnion(["gzip", "x-gzip", "deflate"]) }  // CURL_VERSION_LIBZ
+        if features & (1 << 23) != 0 { codings.insert("br") }  // CURL_VERSION_BROTLI
+        if features & (1 << 26) != 0 { codings.insert("zstd") }  // CURL_VERSION_ZSTD
+        return codings
+    }()
+
+    /// Whether libcurl decodes every coding the field value `list` names (`transfer`: `chunked` too).
+    private static func decodesAll(_ list: String, transfer: Bool) -> Bool {
+        list.split(separator: ",").allSatisfy { item in
+            let coding = item.trimmingCharacters(in: .whitespaces).lowercased()
+            return coding.isEmpty || decodedCodings.contains(coding) || (transfer && coding == "chunked")
+        }
     }
 
     private static let statusLinePrefix = Array("HTTP/".utf8)
@@ -458,10 +512,21 @@ final class CurlTransfer: @unchecked Sendable {
         defer { flushEvents() }
         if code == CURLE_OK {
             deliverResponseIfNeeded()
-            events.completion(nil)
+            // Whatever a parser made of the bytes, a transfer that ends well has delivered a response, or it fails.
+            events.completion(responseDelivered ? nil : malformed("The transfer ended without a response head."))
         } else {
             events.completion(error(for: code))
         }
+    }
+
+    /// A `.badServerResponse` with `reason` and the failing URL.
+    private func malformed(_ reason: String) -> URLError {
+        URLError(
+            .badServerResponse,
+            userInfo: [
+                NSURLErrorFailingURLErrorKey: url, failingURLStringErrorKey: url.absoluteString,
+                NSLocalizedDescriptionKey: reason,
+            ])
     }
 
     /// libcurl's timings of this transfer.
@@ -515,13 +580,17 @@ final class CurlTransfer: @unchecked Sendable {
                 ]) { $1 })
         }
         if resendRefused {
+            let reason =
+                mayResend
+                ? "The connection was lost before any response, again after the \(method) was sent a second time; it is "
+                    + "not sent a third time."
+                : "The connection was lost after the request was sent, before any response; a \(method) is not sent "
+                    + "again automatically (it may have reached the server). Retry it yourself if that is safe."
             return URLError(
-                .networkConnectionLost,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The connection was lost after the request was sent, before any response; a \(method) is not sent again "
-                        + "automatically (it may have reached the server). Retry it yourself if that is safe."
-                ]) { $1 })
+                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+        }
+        if let malformedStatusLine {
+            return malformed("The response's status line is not HTTP's: \"\(malformedStatusLine)\".")
         }
         if headTooLarge {
             return URLError(

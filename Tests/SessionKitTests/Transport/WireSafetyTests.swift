@@ -106,6 +106,58 @@ final class WireSafetyTests: XCTestCase {
         XCTAssertEqual(server.requests.filter { $0.target == "/cut" }.count, 1, "not sent again after a response byte")
     }
 
+    func testADigestProtectedPostIsSentOnceWhenItsConnectionDiesAfterTheChallenge() async throws {
+        // Every request without a Digest answer gets the challenge; the answered POST is read, then the connection is
+        // reset before any response byte.
+        let server = try await start { request in
+            let head = String(decoding: request.bytes, as: UTF8.self).lowercased()
+            if head.contains("\r\nauthorization: digest") { return .reset }
+            return .respond(
+                RawFaultServer.response(
+                    status: 401, body: "",
+                    headers: ["WWW-Authenticate: Digest realm=\"r\", nonce=\"abc\", qop=\"auth\", algorithm=MD5"]))
+        }
+        let manager = manager()
+        manager.taskDidReceiveAuthenticationChallenge = { _, _, _ in
+            (.useCredential, URLCredential(user: "user", password: "pass", persistence: .forSession))
+        }
+        let (_, error) = try await run(manager, post(server.url("/digest")))
+        XCTAssertEqual(code(error), URLError.networkConnectionLost.rawValue, "\(String(describing: error))")
+        let answered = server.requests.filter {
+            String(decoding: $0.bytes, as: UTF8.self).lowercased().contains("\r\nauthorization: digest")
+        }
+        XCTAssertEqual(answered.count, 1, "the answered POST went on the wire once")
+        XCTAssertEqual(answered.first?.body, Data("payload".utf8))
+    }
+
+    func testAnIdempotentRequestIsResentAtMostOnceOverAPoolOfDeadConnections() async throws {
+        // Three overlapping warm-up requests leave three idle connections in the pool; each later request on a reused
+        // connection is reset before any response byte, as by a server that closed its idle connections.
+        let server = try await start { request in
+            if request.target.hasPrefix("/warm") {
+                return .respondAfter(milliseconds: 300, RawFaultServer.response())
+            }
+            return request.indexOnConnection == 0 ? .respond(RawFaultServer.response()) : .reset
+        }
+        let manager = manager()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<3 {
+                group.addTask { _ = try await self.run(manager, URLRequest(url: server.url("/warm\(index)"))) }
+            }
+            try await group.waitForAll()
+        }
+        let warmed = Set(server.requests.map(\.connection)).count
+        XCTAssertGreaterThanOrEqual(warmed, 2, "the pool holds connections side by side")
+        let (response, error) = try await run(manager, URLRequest(url: server.url("/dropped")))
+        let sent = server.requests.filter { $0.target == "/dropped" }
+        XCTAssertLessThanOrEqual(sent.count, 2, "sent, then sent again once at most (RFC 9112 9.3.1)")
+        if let error {
+            XCTAssertEqual(code(error), URLError.networkConnectionLost.rawValue, "\(error)")
+        } else {
+            XCTAssertEqual(response?.statusCode, 200, "answered on a new connection")
+        }
+    }
+
     // MARK: - No injection
 
     func testAMethodThatIsNotATokenFailsBeforeAnyIO() async throws {
