@@ -286,10 +286,21 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         respond(context, request, status: status, body: Data(), contentType: nil, extraHeaders: headers)
     }
 
+    /// Counts the bodies `/basic-auth` served.
+    private static let basicAuthServed = NIOLockedValueBox(0)
+
     private func basicAuth(_ context: ChannelHandlerContext, _ request: Request, user: String, password: String) {
         let expected = "Basic " + Data("\(user):\(password)".utf8).base64EncodedString()
         if request.header("Authorization") == expected {
-            respond(context, request, json: ["authenticated": true, "user": user])
+            // The query's pairs as response fields (for cache tests), and a serial to tell a stored body apart.
+            var headers = HTTPHeaders()
+            for (name, value) in request.queryPairs { headers.add(name: name, value: value) }
+            let serial = Self.basicAuthServed.withLockedValue { served -> Int in
+                served += 1
+                return served
+            }
+            respond(
+                context, request, json: ["authenticated": true, "user": user, "serial": serial], extraHeaders: headers)
         } else {
             var headers = HTTPHeaders()
             headers.add(name: "WWW-Authenticate", value: "Basic realm=\"Fake Realm\"")

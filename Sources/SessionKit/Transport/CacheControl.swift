@@ -13,10 +13,15 @@ struct CacheControl: Equatable {
     var noCache = false
     /// `no-store`: nothing of this exchange is stored.
     var noStore = false
-    /// `must-revalidate` (and `proxy-revalidate`'s private-cache sibling): never used stale.
+    /// `must-revalidate`: never used stale. (`proxy-revalidate` is a shared cache's, which a private one ignores.)
     var mustRevalidate = false
     /// `public`: storable even for an authenticated request.
     var isPublic = false
+    /// `private` (with or without field names): meant for one user, so served only to the user it was made for.
+    var isPrivate = false
+    /// `stale-while-revalidate=N` (RFC 5861 3): a response stale by at most N seconds may be served while a
+    /// revalidation runs in the background.
+    var staleWhileRevalidate: TimeInterval?
     /// `s-maxage=N`: a shared cache's lifetime; a private cache ignores it for freshness, but it marks a response
     /// to an authenticated request as storable (RFC 9111 3.5).
     var sharedMaxAge: TimeInterval?
@@ -45,8 +50,11 @@ struct CacheControl: Equatable {
             case "min-fresh": if minFresh == nil { minFresh = seconds ?? 0 }
             case "no-cache": noCache = true
             case "no-store": noStore = true
-            case "must-revalidate", "proxy-revalidate": mustRevalidate = true
+            case "must-revalidate": mustRevalidate = true
             case "public": isPublic = true
+            case "private": isPrivate = true
+            case "stale-while-revalidate":
+                if staleWhileRevalidate == nil, let seconds { staleWhileRevalidate = seconds }
             case "only-if-cached": onlyIfCached = true
             default: break
             }

@@ -18,25 +18,31 @@ struct CacheEntry {
     let varyValues: [String: String]?
     /// The configuration key of the policy whose handshake delivered the response; nil when unknown.
     let policyKey: String?
+    /// The ``CachePrincipal`` of the request that stored the response; nil for one without credentials or cookies (or
+    /// stored by someone else).
+    let principal: String?
 
     private enum Key {
         static let requestTime = "SessionKitCacheRequestTime"
         static let responseTime = "SessionKitCacheResponseTime"
         static let vary = "SessionKitCacheVary"
         static let policy = "SessionKitCachePolicy"
+        static let principal = "SessionKitCachePrincipal"
     }
 
+    /// The entry for `response` to `request` (the request as sent, ``CachePrincipal/asSent(_:credential:)``), without
+    /// the fields a cache never stores (RFC 9111 3.1).
     init(
         response: HTTPURLResponse, data: Data, request: URLRequest, requestTime: Date, responseTime: Date,
         policyKey: String?
     ) {
         var values: [String: String] = [:]
         for name in Self.varyNames(of: response) {
-            values[name] = Self.normalized(request.value(forHTTPHeaderField: name))
+            values[name] = Self.normalized(request.value(forHTTPHeaderField: name), of: name)
         }
         self.init(
-            response: response, data: data, requestTime: requestTime, responseTime: responseTime, varyValues: values,
-            policyKey: policyKey)
+            response: Self.withoutHopByHopFields(response), data: data, requestTime: requestTime,
+            responseTime: responseTime, varyValues: values, policyKey: policyKey, principal: CachePrincipal.of(request))
     }
 
     /// An entry read back from the `URLCache`; nil when it holds no HTTP response.
@@ -53,6 +59,7 @@ struct CacheEntry {
         self.requestTime = sent ?? received ?? fallback
         self.varyValues = info[Key.vary] as? [String: String]
         self.policyKey = info[Key.policy] as? String
+        self.principal = info[Key.principal] as? String
     }
 
     /// `approved` (what the manager's `dataTaskWillCacheResponse` made of `proposed`, this entry's
@@ -74,6 +81,7 @@ struct CacheEntry {
         ]
         if let varyValues { info[Key.vary] = varyValues }
         if let policyKey { info[Key.policy] = policyKey }
+        if let principal { info[Key.principal] = principal }
         return CachedURLResponse(response: response, data: data, userInfo: info, storagePolicy: .allowed)
     }
 
@@ -134,7 +142,13 @@ struct CacheEntry {
     /// The response's age at `now` (RFC 9111 4.2.3).
     func currentAge(at now: Date) -> TimeInterval {
         let date = response.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) } ?? responseTime
-        let ageValue = response.value(forHTTPHeaderField: "Age").flatMap(CacheControl.deltaSeconds) ?? 0
+        // Several values (or lines, joined): the first counts; one that is not delta-seconds is ignored (RFC 9111 5.1).
+        let ageValue =
+            response.value(forHTTPHeaderField: "Age").flatMap { value in
+                value.split(separator: ",", omittingEmptySubsequences: false).first.flatMap {
+                    CacheControl.deltaSeconds($0.trimmingCharacters(in: .whitespaces))
+                }
+            } ?? 0
         let apparentAge = max(0, responseTime.timeIntervalSince(date))
         let responseDelay = max(0, responseTime.timeIntervalSince(requestTime))
         let correctedInitialAge = max(apparentAge, ageValue + responseDelay)
@@ -155,6 +169,84 @@ struct CacheEntry {
         // Stale: a request's max-stale allows it, unless the response must be revalidated.
         guard let maxStale = requestControl.maxStale, !responseControl.mustRevalidate else { return false }
         return needed - lifetime <= maxStale
+    }
+
+    /// Whether the stale response may be served at once while a revalidation runs in the background
+    /// (`stale-while-revalidate`, RFC 5861 3): stale by no more than its window, and nothing in the response or the
+    /// request (`no-cache`, `must-revalidate`, a request's `max-age` or `min-fresh`) asks for a validated answer.
+    func mayServeWhileRevalidating(under requestControl: CacheControl, at now: Date) -> Bool {
+        let responseControl = control
+        guard let window = responseControl.staleWhileRevalidate, !responseControl.noCache,
+            !responseControl.mustRevalidate, !requestControl.noCache, requestControl.maxAge == nil,
+            requestControl.minFresh == nil
+        else { return false }
+        return currentAge(at: now) - freshnessLifetime <= window
+    }
+
+    /// Whether this entry may answer a request whose principal is `principal` (``CachePrincipal``): one stored for the
+    /// same principal, or one stored for a request without credentials or cookies that is neither `private` nor sets a
+    /// cookie (what the server gave anyone).
+    func mayServe(principal requester: String?) -> Bool {
+        if principal == requester { return true }
+        guard principal == nil else { return false }
+        return !control.isPrivate && response.value(forHTTPHeaderField: "Set-Cookie") == nil
+    }
+
+    /// The response as served from the cache at `now`: with an `Age` field of its current age (RFC 9111 4, 5.1).
+    func servedResponse(at now: Date) -> HTTPURLResponse {
+        var fields = Self.stringFields(of: response).filter { !$0.key.equalsIgnoringASCIICase("Age") }
+        fields["Age"] = String(Int(min(max(0, currentAge(at: now)), 2_147_483_648)))
+        guard let url = response.url else { return response }
+        return HTTPURLResponse(
+            url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields) ?? response
+    }
+
+    /// The stored complete response cut to the one byte range `range` (a `Range` field value) names, as a 206 (RFC
+    /// 9110 14.2, RFC 9111 3.4), or nil when this entry cannot answer it: not a 200, a coded body (ranges count the
+    /// coded bytes, and the stored ones are decoded), or not one satisfiable `bytes` range.
+    func partial(for range: String) -> CacheEntry? {
+        guard response.statusCode == 200, let url = response.url,
+            (response.value(forHTTPHeaderField: "Content-Encoding") ?? "identity").equalsIgnoringASCIICase("identity"),
+            let bounds = Self.byteRange(range, length: data.count)
+        else { return nil }
+        var fields = Self.stringFields(of: response).filter {
+            !["content-length", "content-range"].contains($0.key.lowercased())
+        }
+        fields["Content-Range"] = "bytes \(bounds.lowerBound)-\(bounds.upperBound)/\(data.count)"
+        fields["Content-Length"] = String(bounds.count)
+        guard let partial = HTTPURLResponse(url: url, statusCode: 206, httpVersion: "HTTP/1.1", headerFields: fields)
+        else { return nil }
+        let start = data.startIndex
+        return CacheEntry(
+            response: partial, data: data[start + bounds.lowerBound...start + bounds.upperBound],
+            requestTime: requestTime, responseTime: responseTime, varyValues: varyValues, policyKey: policyKey,
+            principal: principal)
+    }
+
+    /// The bytes one `Range` value selects of a representation of `length` bytes (`bytes=a-b`, `bytes=a-`,
+    /// `bytes=-n`), or nil for anything else: another unit, several ranges, or none satisfiable.
+    static func byteRange(_ value: String, length: Int) -> ClosedRange<Int>? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        guard length > 0, trimmed.count > 6, trimmed.prefix(6).lowercased() == "bytes=" else { return nil }
+        let spec = trimmed.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        guard !spec.contains(","), let dash = spec.firstIndex(of: "-") else { return nil }
+        func number(_ text: Substring) -> Int? {
+            let text = text.trimmingCharacters(in: .whitespaces)
+            guard !text.isEmpty, text.count <= 18, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+                return nil
+            }
+            return Int(text)
+        }
+        let first = spec[..<dash]
+        let last = spec[spec.index(after: dash)...]
+        if first.trimmingCharacters(in: .whitespaces).isEmpty {
+            guard let suffix = number(last), suffix > 0 else { return nil }
+            return max(0, length - suffix)...(length - 1)
+        }
+        guard let start = number(first), start < length else { return nil }
+        if last.trimmingCharacters(in: .whitespaces).isEmpty { return start...(length - 1) }
+        guard let end = number(last), end >= start else { return nil }
+        return start...min(end, length - 1)
     }
 
     /// A request's `Cache-Control`, with HTTP/1.0's `Pragma: no-cache` read as `no-cache` (RFC 9111 5.4).
@@ -213,7 +305,12 @@ struct CacheEntry {
         let names = Self.varyNames(of: response)
         if names.isEmpty { return true }
         guard let varyValues, !names.contains("*") else { return false }
-        return names.allSatisfy { varyValues[$0] == Self.normalized(request.value(forHTTPHeaderField: $0)) }
+        return names.allSatisfy { varyValues[$0] == Self.normalized(request.value(forHTTPHeaderField: $0), of: $0) }
+    }
+
+    /// Whether the response has a validator (`ETag`, `Last-Modified`) to revalidate it with.
+    var hasValidators: Bool {
+        response.value(forHTTPHeaderField: "ETag") != nil || response.value(forHTTPHeaderField: "Last-Modified") != nil
     }
 
     /// `request` made conditional on this entry's validators, or nil when it has none.
@@ -236,7 +333,9 @@ struct CacheEntry {
     func revalidated(by notModified: HTTPURLResponse, requestTime: Date, responseTime: Date) -> CacheEntry? {
         // The stored Age described the old response; the 304's own (if any) replaces it below.
         var fields = Self.stringFields(of: response).filter { !$0.key.equalsIgnoringASCIICase("Age") }
-        for (name, value) in Self.stringFields(of: notModified) where !Self.keptOn304.contains(name.lowercased()) {
+        // The 304's own hop-by-hop fields (and those its Connection names) describe its connection only.
+        for (name, value) in Self.stringFields(of: Self.withoutHopByHopFields(notModified))
+        where !Self.keptOn304.contains(name.lowercased()) {
             if let existing = fields.keys.first(where: { $0.equalsIgnoringASCIICase(name) }) {
                 fields[existing] = nil
             }
@@ -247,13 +346,13 @@ struct CacheEntry {
                 url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1", headerFields: fields)
         else { return nil }
         return CacheEntry(
-            response: updated, data: data, requestTime: requestTime, responseTime: responseTime,
-            varyValues: varyValues, policyKey: policyKey)
+            response: Self.withoutHopByHopFields(updated), data: data, requestTime: requestTime,
+            responseTime: responseTime, varyValues: varyValues, policyKey: policyKey, principal: principal)
     }
 
     private init(
         response: HTTPURLResponse, data: Data, requestTime: Date, responseTime: Date, varyValues: [String: String]?,
-        policyKey: String?
+        policyKey: String?, principal: String?
     ) {
         self.response = response
         self.data = data
@@ -261,6 +360,31 @@ struct CacheEntry {
         self.responseTime = responseTime
         self.varyValues = varyValues
         self.policyKey = policyKey
+        self.principal = principal
+    }
+
+    /// Fields that describe one connection, not the response (RFC 9110 7.6.1): a cache neither stores nor replays them,
+    /// nor the fields `Connection` names (RFC 9111 3.1).
+    private static let hopByHopFields: Set<String> = [
+        "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "proxy-authenticate",
+        "proxy-authorization", "trailer",
+    ]
+
+    /// `response` without its hop-by-hop fields (itself when it has none).
+    static func withoutHopByHopFields(_ response: HTTPURLResponse) -> HTTPURLResponse {
+        let fields = stringFields(of: response)
+        var dropped = hopByHopFields
+        for (name, value) in fields where name.equalsIgnoringASCIICase("Connection") {
+            for listed in value.split(separator: ",") {
+                dropped.insert(listed.trimmingCharacters(in: .whitespaces).lowercased())
+            }
+        }
+        guard fields.keys.contains(where: { dropped.contains($0.lowercased()) }), let url = response.url else {
+            return response
+        }
+        return HTTPURLResponse(
+            url: url, statusCode: response.statusCode, httpVersion: "HTTP/1.1",
+            headerFields: fields.filter { !dropped.contains($0.key.lowercased()) }) ?? response
     }
 
     // MARK: - Helpers
@@ -272,9 +396,15 @@ struct CacheEntry {
             .filter { !$0.isEmpty }
     }
 
-    /// A field value as `Vary` compares it: whitespace around commas ignored; an absent field is "".
-    private static func normalized(_ value: String?) -> String {
-        (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ",")
+    /// Fields whose values are secrets: the entry keeps a ``CachePrincipal/digest(_:)`` of them, never the value.
+    private static let secretFields: Set<String> = ["authorization", "cookie", "proxy-authorization"]
+
+    /// A field value as `Vary` compares it: whitespace around commas ignored; an absent field is ""; a secret's
+    /// digest.
+    private static func normalized(_ value: String?, of name: String) -> String {
+        let value = (value ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            .joined(separator: ",")
+        return secretFields.contains(name) && !value.isEmpty ? CachePrincipal.digest(value) : value
     }
 
     /// The URL as the cache keys it: without its fragment (found byte-wise: a `Character` search costs more than

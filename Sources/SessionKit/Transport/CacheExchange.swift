@@ -16,6 +16,9 @@ struct CacheExchange {
         case send(URLRequest)
         /// Answer with this stored response; no transfer.
         case serve(CacheEntry)
+        /// Answer with this stale stored response, and send this request (conditional when the response has
+        /// validators) in the background to bring the stored response up to date (`stale-while-revalidate`).
+        case serveStaleAndRevalidate(CacheEntry, URLRequest)
         /// Nothing stored, and the request may not use the network.
         case unavailable
         /// The `URLCache` must be read, which may read its disk: start again on the delegate queue.
@@ -46,6 +49,12 @@ struct CacheExchange {
     private var proposal: Proposal?
     /// The response being kept for the cache, with its body so far.
     private var kept: (request: URLRequest, response: HTTPURLResponse, responseTime: Date, body: Data)?
+    /// The running transfer's request as it goes on the wire (with the credential the transport adds): what the
+    /// cache judges, keys `Vary` by and takes the principal of.
+    private var sent: URLRequest?
+    /// Whether the running transfer's request carries conditional fields the cache added (its revalidation), which
+    /// never follow a redirect or a challenge's next round.
+    private var addedConditionals = false
 
     init(cache: ResponseCache, policy: SecurityPolicy) {
         self.cache = cache
@@ -59,10 +68,18 @@ struct CacheExchange {
         return key
     }
 
-    /// Plans the transfer of `request` (the task's first, or the next after a redirect). `mayReadStore`: whether
-    /// this thread may read the `URLCache` (the delegate queue may; the thread that called `resume()` may not).
-    mutating func start(_ request: URLRequest, mayReadStore: Bool) -> Start {
+    /// Plans the transfer of `request` (the task's first, or the next after a redirect or a challenge).
+    ///
+    /// - Parameters:
+    ///   - request:      The request as the task built it (cookies included).
+    ///   - credential:   The challenge credential the transport will add to it, as one string; nil without one.
+    ///   - mayReadStore: Whether this thread may read the `URLCache` (the delegate queue may; the thread that called
+    ///     `resume()` may not).
+    mutating func start(_ request: URLRequest, credential: String?, mayReadStore: Bool) -> Start {
         (candidate, confirmed, kept, storesResponse, requestTime) = (nil, nil, nil, false, Date())
+        addedConditionals = false
+        let sent = CachePrincipal.asSent(request, credential: credential)
+        self.sent = sent
         if let method = request.httpMethod, method != "GET",
             !Self.safeMethods.contains(where: method.equalsIgnoringASCIICase)
         {
@@ -71,7 +88,7 @@ struct CacheExchange {
             unsafeTarget = nil
         }
         let cache = self.cache
-        let plan = cache.plan(for: request, mayReadStore: mayReadStore) { key() }
+        let plan = cache.plan(for: sent, principal: CachePrincipal.of(sent), mayReadStore: mayReadStore) { key() }
         switch plan {
         case .bypass:
             return .send(request)
@@ -88,10 +105,15 @@ struct CacheExchange {
             return .send(request)
         case .serve(let entry):
             return .serve(entry)
-        case .revalidate(let entry, let conditional):
-            candidate = entry
+        case .revalidate(let entry):
             storesResponse = true
+            // Built from the request itself: the credential stands in `sent` only for the cache's judgement.
+            guard let conditional = entry.conditionalRequest(for: request) else { return .send(request) }
+            (candidate, addedConditionals) = (entry, true)
             return .send(conditional)
+        case .serveStaleAndRevalidate(let entry):
+            guard let url = request.url, cache.beginBackgroundRevalidation(of: url) else { return .serve(entry) }
+            return .serveStaleAndRevalidate(entry, entry.conditionalRequest(for: request) ?? request)
         case .unavailable:
             return .unavailable
         case .readStoreFirst:
@@ -105,14 +127,24 @@ struct CacheExchange {
         candidate != nil || (storesResponse && fields.contains(where: { Self.makesStorable($0.0) }))
     }
 
+    /// `request` without the conditional fields the cache added to it: what a redirect or a challenge's next round
+    /// starts from (the cache's validators never go to another origin, and a caller gets a 304 only for a conditional
+    /// request of its own).
+    func removingOwnFields(from request: URLRequest) -> URLRequest {
+        guard addedConditionals else { return request }
+        var request = request
+        request.setValue(nil, forHTTPHeaderField: "If-None-Match")
+        request.setValue(nil, forHTTPHeaderField: "If-Modified-Since")
+        return request
+    }
+
     /// The final response head of the running transfer arrived (and ``wantsResponse(withFields:)`` said so): the
     /// response the task delivers (a 304 to its own revalidation becomes the stored response, updated); a storable one
-    /// starts being kept.
-    mutating func received(
-        _ response: HTTPURLResponse, for request: URLRequest, authenticated: Bool
-    )
-        -> HTTPURLResponse
-    {
+    /// starts being kept. `request`: the request the transfer sent.
+    mutating func received(_ response: HTTPURLResponse, for request: URLRequest) -> HTTPURLResponse {
+        let request = sent ?? request
+        // Credentials as sent: the request's own, a challenge's (in `sent`), or the URL's user.
+        let authenticated = request.value(forHTTPHeaderField: "Authorization") != nil || request.url?.user != nil
         let now = Date()
         if response.statusCode == 304, let candidate,
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
@@ -179,6 +211,27 @@ struct CacheExchange {
     mutating func redirected(by response: HTTPURLResponse) {
         if let unsafeTarget, response.statusCode < 400 { cache.invalidate(unsafeTarget) }
         (kept, candidate, unsafeTarget) = (nil, nil, nil)
+    }
+
+    /// Prepares this exchange to take the answer to a background revalidation of `entry` (served stale), sent as
+    /// `request` with `credential` (``start(_:credential:mayReadStore:)``).
+    mutating func prepareBackgroundRevalidation(of entry: CacheEntry, request: URLRequest, credential: String?) {
+        (candidate, confirmed, kept, storesResponse, requestTime) = (entry, nil, nil, true, Date())
+        sent = CachePrincipal.asSent(request, credential: credential)
+    }
+
+    /// The background revalidation's answer arrived whole (`response` nil: it failed): stores what it brings (a 304's
+    /// updated fields, or a new storable response), without asking the manager (no task asked for it), and lets a
+    /// later stale use revalidate again.
+    mutating func endBackgroundRevalidation(response: HTTPURLResponse?, body: Data) {
+        defer {
+            if let url = sent?.url { cache.endBackgroundRevalidation(of: url) }
+        }
+        guard let response, let request = sent else { return }
+        _ = received(response, for: request)
+        if let proposal = takeProposal() { store(proposal.response, for: proposal) }
+        if response.statusCode != 304 { receivedBody(body) }
+        if let proposal = ended(response: response, failed: false) { store(proposal.response, for: proposal) }
     }
 
     /// Methods that change nothing on the server (RFC 9110 9.2.1): their responses invalidate nothing.

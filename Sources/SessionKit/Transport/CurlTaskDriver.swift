@@ -72,6 +72,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         var held: (response: HTTPURLResponse, challenge: AuthenticationChallengeHeader?, body: Data)?
         /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
         var cache: CacheExchange?
+        /// The cache's background revalidation of a response served stale, while it runs.
+        var backgroundRevalidation: CacheExchange?
     }
 
     /// The task's identifier, unique in its manager.
@@ -212,7 +214,13 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request.setValue(value, forHTTPHeaderField: field)
             }
         }
-        if let plan = conversation.cache?.start(request, mayReadStore: onDelegateQueue) {
+        var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
+        if let server = conversation.serverCredential, server.origin == RedirectState.origin(of: request.url) {
+            credentials.append(server.credential)  // never to another origin after a redirect
+        }
+        // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
+        let wireCredential = credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" }
+        if let plan = conversation.cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:
                 let original = request
@@ -220,6 +228,11 @@ final class CurlTaskDriver: @unchecked Sendable {
             case .serve(let entry):
                 observed.write { $0.currentRequest = request }
                 return serveStored(entry)
+            case .serveStaleAndRevalidate(let entry, let background):
+                observed.write { $0.currentRequest = request }
+                serveStored(entry)
+                return revalidateInBackground(
+                    entry, with: background, credential: wireCredential, credentials: credentials, remaining: remaining)
             case .unavailable:
                 return fail(
                     Self.error(
@@ -231,10 +244,6 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
         }
         observed.write { $0.currentRequest = request }
-        var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
-        if let server = conversation.serverCredential, server.origin == RedirectState.origin(of: request.url) {
-            credentials.append(server.credential)  // never to another origin after a redirect
-        }
         let events = CurlTransfer.Events(
             response: { [self] head in enqueue(.response(head)) },
             data: { [self] data in enqueue(.data(data)) },
@@ -242,17 +251,67 @@ final class CurlTaskDriver: @unchecked Sendable {
             uploadProgress: { [self] sent, expected in enqueue(.sent(sent, expected)) },
             timings: { [self] timings in enqueue(.timings(timings)) },
             flush: { [self] in scheduleDrain() })
-        let idleTimeout = min(request.timeoutInterval, settings.idleTimeout)
         guard
-            let transfer = CurlTransfer(
-                request: request, policy: environment.policy,
-                tlsVersions: environment.tlsVersions, idleTimeout: idleTimeout,
-                totalTimeout: remaining, proxy: proxy(for: request.url),
-                credentials: credentials, decodingLimits: environment.decodingLimits,
-                flowControl: flowControl, events: events),
+            let transfer = makeTransfer(
+                request, credentials: credentials, remaining: remaining, flowControl: flowControl, events: events),
             attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))
+        }
+    }
+
+    /// A transfer of `request` with the task's settings.
+    private func makeTransfer(
+        _ request: URLRequest, credentials: [CurlTransfer.Credential], remaining: TimeInterval?,
+        flowControl: FlowControl? = nil, events: CurlTransfer.Events
+    ) -> CurlTransfer? {
+        CurlTransfer(
+            request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
+            idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
+            proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
+            flowControl: flowControl, events: events)
+    }
+
+    /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
+    /// 5861), and stores what the server answers once it has arrived; the task does not wait for it.
+    private func revalidateInBackground(
+        _ entry: CacheEntry, with request: URLRequest, credential: String?, credentials: [CurlTransfer.Credential],
+        remaining: TimeInterval?
+    ) {
+        guard var exchange = conversation.cache.map({ CacheExchange(cache: $0.cache, policy: environment.policy) })
+        else { return }
+        exchange.prepareBackgroundRevalidation(of: entry, request: request, credential: credential)
+        conversation.backgroundRevalidation = exchange
+        let limit = exchange.cache.maximumBodySize
+        // The body, until it grows past what the cache would store (then nil: nothing is stored).
+        let answer = Protected<(head: CurlTransfer.ResponseHead?, body: Data?)>((nil, Data()))
+        let events = CurlTransfer.Events(
+            response: { head in answer.write { $0.head = head } },
+            data: { data in
+                answer.write { answer in
+                    guard let body = answer.body, body.count + data.count <= limit else { return answer.body = nil }
+                    answer.body?.append(data)
+                }
+            },
+            completion: { [self] error in
+                environment.delegateQueue.async { [self] in
+                    let (head, body) = answer.read { ($0.head, $0.body) }
+                    let complete = error == nil && body != nil
+                    conversation.backgroundRevalidation?.endBackgroundRevalidation(
+                        response: complete ? head?.makeResponse() : nil, body: body ?? Data())
+                    conversation.backgroundRevalidation = nil
+                }
+            },
+            uploadProgress: { _, _ in })
+        guard let transfer = makeTransfer(request, credentials: credentials, remaining: remaining, events: events),
+            let engine = CurlEngine.engine(
+                for: environment.policy, tlsVersions: environment.tlsVersions,
+                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost),
+            engine.add(transfer)
+        else {
+            conversation.backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
+            conversation.backgroundRevalidation = nil
+            return
         }
     }
 
@@ -385,10 +444,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
     private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
-        let authenticated =
-            request.value(forHTTPHeaderField: "Authorization") != nil || conversation.serverCredential != nil
-            || request.url?.user != nil
-        let delivered = conversation.cache?.received(response, for: request, authenticated: authenticated) ?? response
+        let delivered = conversation.cache?.received(response, for: request) ?? response
         if let proposal = conversation.cache?.takeProposal() { approveAndStore(proposal, of: task) }
         return delivered
     }
@@ -413,7 +469,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     private func serveStored(_ entry: CacheEntry) {
         environment.delegateQueue.async { [self] in
             guard let task, !observed.read({ $0.lifecycle.isTerminal }) else { return }
-            deliverHead(entry.response, of: task)
+            deliverHead(entry.servedResponse(at: Date()), of: task)
             deliverStoredBody(entry.data, of: task)
             finish(nil)
         }
@@ -451,7 +507,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.
     private func followRedirect(_ response: HTTPURLResponse, task: URLSessionTask) {
-        let request = observed.read { $0.currentRequest }
+        let request = requestWithoutCacheFields()
         switch conversation.redirects.next(after: response, to: request) {
         case .failure(let error):
             finish(error)
@@ -473,7 +529,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         _ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data,
         task: URLSessionTask
     ) {
-        let request = observed.read { $0.currentRequest }
+        let request = requestWithoutCacheFields()
         let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
         let space = header.protectionSpace(
             for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
@@ -536,6 +592,13 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The running transfer's request without the conditional fields the cache added: what the next transfer (a
+    /// redirect, a challenge's next round) starts from.
+    private func requestWithoutCacheFields() -> URLRequest {
+        let request = observed.read { $0.currentRequest }
+        return conversation.cache?.removingOwnFields(from: request) ?? request
+    }
 
     /// The configuration's proxy for `url`'s scheme, as `http://host:port`.
     private func proxy(for url: URL?) -> String? {

@@ -6,9 +6,12 @@ import Foundation
 
 /// The curl transport's HTTP cache: RFC 9111's private cache over the session configuration's `URLCache`.
 ///
-/// For each request it plans (``plan(for:policyKey:)``): answer from a stored response, revalidate one, or go to the
-/// network; it stores what may be stored and drops what an unsafe method changed. Only GET requests take part; a
-/// request that carries its own conditional or range fields is the caller's business and passes untouched.
+/// For each request it plans (``plan(for:principal:mayReadStore:policyKey:)``): answer from a stored response,
+/// revalidate one, serve a stale one while revalidating it in the background, or go to the network; it stores what may
+/// be stored and drops what an unsafe method changed. Only GET requests take part; a request that carries its own
+/// conditional fields is the caller's business and passes untouched, and one with a `Range` is answered from a fresh
+/// complete stored response or passes untouched. A stored response is served only to the user it may be served to
+/// (``CacheEntry/mayServe(principal:)``).
 ///
 /// The `URLCache` of Linux answers a miss by listing its disk directory, which would cost more than a whole small
 /// GET. So the cache remembers, per `URLCache` and for a few seconds, the URLs it found nothing for under the default
@@ -29,8 +32,11 @@ final class ResponseCache: @unchecked Sendable {
         case bypass
         /// Answer with this stored response, without the network.
         case serve(CacheEntry)
-        /// Send this conditional request; a 304 answers with the stored response, updated.
-        case revalidate(CacheEntry, conditional: URLRequest)
+        /// Send the request made conditional on this stored response; a 304 answers with it, updated.
+        case revalidate(CacheEntry)
+        /// Answer with this stale stored response at once, and revalidate it in the background
+        /// (`stale-while-revalidate`).
+        case serveStaleAndRevalidate(CacheEntry)
         /// Nothing stored and the policy forbids the network (`.returnCacheDataDontLoad`, `only-if-cached`).
         case unavailable
         /// The `URLCache` must be read and the caller may not (it may read its disk): plan again where it may.
@@ -50,23 +56,26 @@ final class ResponseCache: @unchecked Sendable {
         self.index = Index.shared(for: store)
     }
 
-    /// Fields that make a request conditional or partial: such a request is passed on as it is.
+    /// Fields that make a request conditional: such a request is passed on as it is.
     private static let callerFields = [
-        "Range", "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since",
+        "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since",
     ]
 
-    /// What to do with `request`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https
-    /// response is only used again under the policy whose handshake delivered it.
-    func plan(for request: URLRequest, mayReadStore: Bool, policyKey: () -> String) -> Plan {
+    /// What to do with `request` (as it goes on the wire, ``CachePrincipal/asSent(_:credential:)``), whose principal is
+    /// `principal`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https response is only
+    /// used again under the policy whose handshake delivered it.
+    func plan(for request: URLRequest, principal: String?, mayReadStore: Bool, policyKey: () -> String) -> Plan {
         let method = request.httpMethod
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
-        var (cacheControl, pragma): (String?, String?) = (nil, nil)
+        var (cacheControl, pragma, range): (String?, String?, String?) = (nil, nil, nil)
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
             guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
             if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
-            if name.equalsIgnoringASCIICase("Cache-Control") {
+            if name.equalsIgnoringASCIICase("Range") {
+                range = value
+            } else if name.equalsIgnoringASCIICase("Cache-Control") {
                 cacheControl = value
             } else if name.equalsIgnoringASCIICase("Pragma") {
                 pragma = value
@@ -75,10 +84,28 @@ final class ResponseCache: @unchecked Sendable {
         let requestControl = CacheEntry.requestControl(cacheControl: cacheControl, pragma: pragma)
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
         switch policy {
-        case .reloadIgnoringLocalCacheData: return .network
-        case .reloadIgnoringLocalAndRemoteCacheData: return .networkPastRemoteCaches
+        case .reloadIgnoringLocalCacheData: return range == nil ? .network : .bypass
+        case .reloadIgnoringLocalAndRemoteCacheData: return range == nil ? .networkPastRemoteCaches : .bypass
         default: break
         }
+        let plan = storedPlan(
+            for: request, url: url, principal: principal, requestControl: requestControl, policy: policy,
+            mayReadStore: mayReadStore, policyKey: policyKey)
+        guard let range else { return plan }
+        // A partial request: answered by cutting a stored complete response that needs no validation, else sent as it
+        // is (a 206 is not stored).
+        switch plan {
+        case .serve(let entry): return entry.partial(for: range).map(Plan.serve) ?? .bypass
+        case .unavailable, .readStoreFirst: return plan
+        default: return .bypass
+        }
+    }
+
+    /// What the stored responses make of `request` under `policy` (neither reload policy).
+    private func storedPlan(
+        for request: URLRequest, url: URL, principal: String?, requestControl: CacheControl,
+        policy: URLRequest.CachePolicy, mayReadStore: Bool, policyKey: () -> String
+    ) -> Plan {
         let key = CacheEntry.withoutFragment(url)
         // Under the default policy a URL known to have nothing stored skips the URLCache (see the type's notes).
         let consultStore = policy != .useProtocolCachePolicy || index.mayHold(key)
@@ -87,7 +114,7 @@ final class ResponseCache: @unchecked Sendable {
             guard mayReadStore else { return .readStoreFirst }
             let stored = store.cachedResponse(for: request)
             entry = stored.flatMap(CacheEntry.init).flatMap { entry in
-                guard entry.matches(request) else { return nil }
+                guard entry.matches(request), entry.mayServe(principal: principal) else { return nil }
                 if url.scheme?.lowercased() == "https", entry.policyKey != policyKey() { return nil }
                 return entry
             }
@@ -111,6 +138,9 @@ final class ResponseCache: @unchecked Sendable {
         case (_, let entry?):
             if entry.isUsableWithoutValidation(under: requestControl, at: now) { return .serve(entry) }
             if requestControl.onlyIfCached { return .unavailable }
+            if entry.mayServeWhileRevalidating(under: requestControl, at: now) {
+                return .serveStaleAndRevalidate(entry)
+            }
             return revalidation(of: entry, for: request)
         case (_, nil):
             return requestControl.onlyIfCached ? .unavailable : .network
@@ -118,8 +148,18 @@ final class ResponseCache: @unchecked Sendable {
     }
 
     private func revalidation(of entry: CacheEntry, for request: URLRequest) -> Plan {
-        guard let conditional = entry.conditionalRequest(for: request) else { return .network }
-        return .revalidate(entry, conditional: conditional)
+        entry.hasValidators ? .revalidate(entry) : .network
+    }
+
+    /// Claims the one background revalidation of `url` (`stale-while-revalidate` revalidates once, however many
+    /// requests are served stale meanwhile); false when one is running.
+    func beginBackgroundRevalidation(of url: URL) -> Bool {
+        index.beginRevalidation(CacheEntry.withoutFragment(url))
+    }
+
+    /// The background revalidation of `url` ended.
+    func endBackgroundRevalidation(of url: URL) {
+        index.endRevalidation(CacheEntry.withoutFragment(url))
     }
 
     /// The largest body stored: a twentieth of the cache, as Apple's URLSession does.
@@ -151,7 +191,7 @@ final class ResponseCache: @unchecked Sendable {
     /// What the caches of one `URLCache` know of its contents: the URLs found empty, each until a few seconds later
     /// (so that an entry someone else stores is found soon after); a URL stored is forgotten.
     final class Index: @unchecked Sendable {
-        // @unchecked Sendable: `emptyUntil` is a `Protected` box; `store` is only compared.
+        // @unchecked Sendable: `emptyUntil` and `revalidating` are `Protected` boxes; `store` is only compared.
 
         private static let absentFor: TimeInterval = 5
         private static let capacity = 4096
@@ -160,6 +200,8 @@ final class ResponseCache: @unchecked Sendable {
         private weak var store: URLCache?
         private let emptyUntil = Protected<[String: Date]>([:])
         private let storeLock = NSLock()
+        /// The URLs being revalidated in the background.
+        private let revalidating = Protected<Set<String>>([])
 
         private init(store: URLCache) { self.store = store }
 
@@ -196,5 +238,9 @@ final class ResponseCache: @unchecked Sendable {
         }
 
         func markPresent(_ key: String) { _ = emptyUntil.write { $0.removeValue(forKey: key) } }
+
+        func beginRevalidation(_ key: String) -> Bool { revalidating.write { $0.insert(key).inserted } }
+
+        func endRevalidation(_ key: String) { _ = revalidating.write { $0.remove(key) } }
     }
 }

@@ -98,6 +98,162 @@ final class CacheRulesTests: XCTestCase {
             HTTPDate.parse("Sat, 01 Jan 2050 00:00:00 GMT"))
     }
 
+    /// RFC 9110 5.6.7: the three forms, exactly; RFC 9111 5.3: anything else in `Expires` means already expired.
+    func testOnlyTheRFC9110DateFormsAreDatesAndAnInvalidExpiresIsExpired() {
+        let notDates = [
+            "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 06 Nov 1994 08:49:37 PST",
+            "Sun, 06 Nov 1994 08:49:37", "Sun 06 Nov 1994 08:49:37 GMT", "Sun,  06 Nov 1994 08:49:37 GMT",
+            "Sun, 06  Nov 1994 08:49:37 GMT", "Sun, 06-Nov-1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Mon, 06 Nov 1994 08:49:37 GMT",
+            "sun, 06 nov 1994 08:49:37 gmt", "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06 Nov 1994 08:49:37 GMT", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 UTC", "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 1994 GMT",
+            "Sun Nov 06 08:49:37 1994", "Sat, 31 Nov 1994 08:49:37 GMT", "Tue, 29 Feb 2023 00:00:00 GMT",
+            "Sun, 06 Nov 1994 08:60:37 GMT", "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 06 Nov 1994 08-49-37 GMT",
+            "Sun, 06 Nov 1994 08:49:37GMT", "Sun,06 Nov 1994 08:49:37 GMT", "0", "-1", "", "Sun, 06 Nov 1994",
+        ]
+        for text in notDates {
+            XCTAssertNil(HTTPDate.parse(text), text.debugDescription)
+            let stored = entry(["Date": "Sun, 06 Nov 1994 08:49:37 GMT", "Expires": text])
+            XCTAssertEqual(stored.freshnessLifetime, 0, "Expires: \(text.debugDescription) is already expired")
+        }
+        let fresh = entry(["Date": "Sun, 06 Nov 1994 08:49:37 GMT", "Expires": "Sun, 06 Nov 1994 08:59:37 GMT"])
+        XCTAssertEqual(fresh.freshnessLifetime, 600)
+    }
+
+    /// Every date accepted prints back as the IMF-fixdate it names; every IMF-fixdate printed is read back.
+    func testAcceptedDatesPrintBackAsIMFFixdate() {
+        XCTAssertEqual(HTTPDate.format(Date(timeIntervalSince1970: 784_111_777)), "Sun, 06 Nov 1994 08:49:37 GMT")
+        var generator = SeededGenerator(seed: 0xDA7E)
+        for _ in 0..<5_000 {
+            let date = Date(timeIntervalSince1970: TimeInterval(Int.random(in: 0..<253_402_300_800, using: &generator)))
+            let text = HTTPDate.format(date)
+            XCTAssertEqual(HTTPDate.parse(text), date, text)
+        }
+        for text in ["Sunday, 06-Nov-94 08:49:37 GMT", "Sun Nov  6 08:49:37 1994", "Thu, 29 Feb 2024 23:59:59 GMT"] {
+            let date = HTTPDate.parse(text)
+            XCTAssertEqual(date.map(HTTPDate.format).flatMap { HTTPDate.parse($0) }, date, text)
+        }
+    }
+
+    /// RFC 9111 5.1: a list-based `Age` uses its first member; an invalid one is ignored.
+    func testAgeWithSeveralValuesUsesTheFirst() {
+        let now = Date()
+        let date = HTTPDate.format(now)
+        XCTAssertEqual(entry(["Date": date, "Age": "100, 200"], receivedAt: now).currentAge(at: now), 100, accuracy: 1)
+        XCTAssertEqual(entry(["Date": date, "Age": "100,200"], receivedAt: now).currentAge(at: now), 100, accuracy: 1)
+        XCTAssertEqual(entry(["Date": date, "Age": "abc"], receivedAt: now).currentAge(at: now), 0, accuracy: 1)
+        let stale = entry(["Date": date, "Age": "120, 5", "Cache-Control": "max-age=60"], receivedAt: now)
+        XCTAssertFalse(stale.isUsableWithoutValidation(under: CacheControl(), at: now), "120 counts, not 5")
+    }
+
+    /// RFC 9111 3.1: the hop-by-hop fields and those `Connection` names are not stored (nor replayed).
+    func testHopByHopFieldsAreNotStored() {
+        let stored = entry([
+            "Cache-Control": "max-age=60", "Connection": "keep-alive, X-Hop", "X-Hop": "1", "Keep-Alive": "timeout=5",
+            "TE": "trailers", "Transfer-Encoding": "chunked", "Upgrade": "h2c", "Proxy-Authenticate": "Basic",
+            "Proxy-Authorization": "Basic eA==", "X-End-To-End": "kept",
+        ])
+        for name in [
+            "Connection", "X-Hop", "Keep-Alive", "TE", "Transfer-Encoding", "Upgrade", "Proxy-Authenticate",
+            "Proxy-Authorization",
+        ] {
+            XCTAssertNil(stored.response.value(forHTTPHeaderField: name), name)
+        }
+        XCTAssertEqual(stored.response.value(forHTTPHeaderField: "X-End-To-End"), "kept")
+        XCTAssertEqual(stored.response.value(forHTTPHeaderField: "Cache-Control"), "max-age=60")
+        let revalidated = stored.revalidated(
+            by: response(["Connection": "X-New", "X-New": "hop", "ETag": "\"2\""], status: 304), requestTime: Date(),
+            responseTime: Date())
+        XCTAssertNil(revalidated?.response.value(forHTTPHeaderField: "X-New"), "a 304's hop-by-hop fields neither")
+        XCTAssertEqual(revalidated?.response.value(forHTTPHeaderField: "ETag"), "\"2\"")
+    }
+
+    /// RFC 9111 4: a response served from the cache carries its current age.
+    func testServedResponseCarriesItsAge() {
+        let now = Date()
+        let stored = entry(
+            ["Date": HTTPDate.format(now), "Age": "30", "Cache-Control": "max-age=600"],
+            receivedAt: now.addingTimeInterval(-12))
+        let served = stored.servedResponse(at: now)
+        XCTAssertEqual(served.value(forHTTPHeaderField: "Age").flatMap(Int.init), 42)
+        XCTAssertEqual(served.statusCode, 200)
+        XCTAssertEqual(served.value(forHTTPHeaderField: "Cache-Control"), "max-age=600")
+    }
+
+    /// RFC 5861 3: within its window a stale response may be served while it is revalidated, unless a directive asks
+    /// for a validated answer.
+    func testStaleWhileRevalidateWindow() {
+        let now = Date()
+        func stored(_ control: String, age: Int) -> CacheEntry {
+            entry(["Date": HTTPDate.format(now), "Age": "\(age)", "Cache-Control": control], receivedAt: now)
+        }
+        let window = "max-age=10, stale-while-revalidate=60"
+        XCTAssertTrue(stored(window, age: 30).mayServeWhileRevalidating(under: CacheControl(), at: now))
+        XCTAssertTrue(stored(window, age: 70).mayServeWhileRevalidating(under: CacheControl(), at: now))
+        XCTAssertFalse(stored(window, age: 71).mayServeWhileRevalidating(under: CacheControl(), at: now))
+        XCTAssertFalse(stored("max-age=10", age: 30).mayServeWhileRevalidating(under: CacheControl(), at: now))
+        XCTAssertFalse(
+            stored(window + ", must-revalidate", age: 30).mayServeWhileRevalidating(under: CacheControl(), at: now))
+        XCTAssertFalse(stored(window, age: 30).mayServeWhileRevalidating(under: CacheControl("no-cache"), at: now))
+        XCTAssertFalse(stored(window, age: 30).mayServeWhileRevalidating(under: CacheControl("max-age=0"), at: now))
+        XCTAssertEqual(CacheControl("stale-while-revalidate=\"5\"").staleWhileRevalidate, 5)
+        XCTAssertTrue(CacheControl("private=\"Set-Cookie\"").isPrivate)
+        XCTAssertFalse(CacheControl("proxy-revalidate").mustRevalidate, "a shared cache's directive")
+    }
+
+    /// RFC 9110 14.2 and RFC 9111 3.4: one satisfiable byte range of a complete stored 200 is answered with a 206.
+    func testARangeIsCutFromACompleteStoredResponse() throws {
+        let stored = CacheEntry(
+            response: response(["Cache-Control": "max-age=60", "Content-Length": "10"]), data: Data("0123456789".utf8),
+            request: URLRequest(url: url), requestTime: Date(), responseTime: Date(), policyKey: nil)
+        let cases: [(String, String, String)] = [
+            ("bytes=0-3", "0123", "bytes 0-3/10"), ("bytes=5-", "56789", "bytes 5-9/10"),
+            ("bytes=-2", "89", "bytes 8-9/10"), ("bytes=7-100", "789", "bytes 7-9/10"),
+            ("bytes=-50", "0123456789", "bytes 0-9/10"),
+            (" bytes=2-2", "2", "bytes 2-2/10"),
+        ]
+        for (range, body, contentRange) in cases {
+            let partial = try XCTUnwrap(stored.partial(for: range), range)
+            XCTAssertEqual(partial.response.statusCode, 206)
+            XCTAssertEqual(String(decoding: partial.data, as: UTF8.self), body, range)
+            XCTAssertEqual(partial.response.value(forHTTPHeaderField: "Content-Range"), contentRange, range)
+            XCTAssertEqual(partial.response.value(forHTTPHeaderField: "Content-Length"), "\(body.utf8.count)")
+        }
+        for range in ["bytes=10-", "bytes=5-2", "bytes=0-1,3-4", "items=0-1", "bytes=-0", "bytes=a-b", "bytes="] {
+            XCTAssertNil(stored.partial(for: range), range)
+        }
+        let coded = entry(["Cache-Control": "max-age=60", "Content-Encoding": "gzip"])
+        XCTAssertNil(coded.partial(for: "bytes=0-1"), "ranges count coded bytes; the stored ones are decoded")
+        XCTAssertNil(entry(["Cache-Control": "max-age=60"], status: 203).partial(for: "bytes=0-1"))
+    }
+
+    /// A response stored for one principal (credentials, cookies) is served to that principal only; one stored for
+    /// nobody in particular is served to anyone unless it is `private` or sets a cookie.
+    func testPrincipalsDecideWhoIsServed() {
+        var alice = URLRequest(url: url)
+        alice.setValue("session=alice", forHTTPHeaderField: "Cookie")
+        var bob = URLRequest(url: url)
+        bob.setValue("session=bob", forHTTPHeaderField: "Cookie")
+        let forAlice = entry(["Cache-Control": "max-age=60"], request: alice)
+        XCTAssertTrue(forAlice.mayServe(principal: CachePrincipal.of(alice)))
+        XCTAssertFalse(forAlice.mayServe(principal: CachePrincipal.of(bob)))
+        XCTAssertFalse(forAlice.mayServe(principal: nil))
+        let anonymous = entry(["Cache-Control": "max-age=60"])
+        XCTAssertTrue(anonymous.mayServe(principal: CachePrincipal.of(alice)), "what the server gave anyone")
+        XCTAssertFalse(entry(["Cache-Control": "private, max-age=60"]).mayServe(principal: CachePrincipal.of(bob)))
+        XCTAssertFalse(entry(["Cache-Control": "max-age=60", "Set-Cookie": "a=1"]).mayServe(principal: "x"))
+        let withCredential = CachePrincipal.asSent(URLRequest(url: url), credential: "1 alice:secret")
+        let otherCredential = CachePrincipal.asSent(URLRequest(url: url), credential: "1 bob:secret")
+        XCTAssertNotEqual(CachePrincipal.of(withCredential), CachePrincipal.of(otherCredential))
+        let stored = entry(["Cache-Control": "max-age=60", "Vary": "Authorization"], request: withCredential)
+        XCTAssertFalse(
+            stored.cachedURLResponse.userInfo.map { "\($0)" }?.contains("secret") ?? true, "no secret is kept")
+        XCTAssertTrue(stored.matches(withCredential))
+        XCTAssertFalse(stored.matches(otherCredential))
+        XCTAssertFalse(stored.matches(URLRequest(url: url)))
+    }
+
     func testHostileDateFieldsInAStoredResponseDoNotTrap() {
         let hostile = "Sun, 06 Nov 999999999999 08:49:37 GMT"
         let stored = entry(["Date": hostile, "Expires": hostile, "Last-Modified": hostile, "Cache-Control": "public"])

@@ -20,13 +20,16 @@ final class HTTPCachingTests: LoopbackTestCase {
     /// A curl manager whose configuration has a URLCache of its own (in memory, or on disk in `directory`).
     private func cachingManager(
         policy: URLRequest.CachePolicy = .useProtocolCachePolicy, directory: URL? = nil,
-        securityPolicy: SecurityPolicy? = nil, baseURL: URL? = nil, memoryCapacity: Int = 4 << 20
+        securityPolicy: SecurityPolicy? = nil, baseURL: URL? = nil, memoryCapacity: Int = 4 << 20,
+        sharing shared: URLCache? = nil
     ) -> (HTTPSessionManager, URLCache) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
         let path = (directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-\(UUID())"))
-        let cache = URLCache(
-            memoryCapacity: memoryCapacity, diskCapacity: directory == nil ? 0 : 8 << 20, diskPath: path.path)
+        let cache =
+            shared
+            ?? URLCache(
+                memoryCapacity: memoryCapacity, diskCapacity: directory == nil ? 0 : 8 << 20, diskPath: path.path)
         configuration.urlCache = cache
         configuration.requestCachePolicy = policy
         let manager = HTTPSessionManager(baseURL: baseURL ?? server.baseURL, sessionConfiguration: configuration)
@@ -488,6 +491,162 @@ final class HTTPCachingTests: LoopbackTestCase {
         manager.responseSerializer = HTTPResponseSerializer()
         for _ in 0..<3 { _ = try await get(manager, server.url("/bytes/64?seed=3")) }
         XCTAssertEqual(asked.count, 2)
+    }
+
+    // MARK: - Across users (one URLCache, several managers)
+
+    /// A manager answering every challenge with `user`'s credential, on the cache `shared`.
+    private func manager(sharing shared: URLCache, user: String?, password: String = "pass") -> HTTPSessionManager {
+        let (manager, _) = cachingManager(sharing: shared)
+        manager.responseSerializer = JSONResponseSerializer()
+        manager.taskDidReceiveAuthenticationChallenge = { _, _, _ in
+            guard let user else { return (.rejectProtectionSpace, nil) }
+            return (.useCredential, URLCredential(user: user, password: password, persistence: .forSession))
+        }
+        return manager
+    }
+
+    /// The outcome of a GET: its answer, or its error.
+    private func attempt(_ manager: URLSessionManager, _ url: URL) async throws -> Result<Answer, Error> {
+        do { return .success(try await get(manager, url)) } catch { return .failure(error) }
+    }
+
+    func testChallengeCredentialResponseIsNotServedToAnotherUserOrToNoUser() async throws {
+        let (_, shared) = cachingManager()
+        let path = "/basic-auth/user/pass?Cache-Control=public,%20max-age%3D300&Vary=Authorization"
+        let url = server.url(path)
+        let alice = manager(sharing: shared, user: "user")
+        let first = try await get(alice, url)
+        let afterAlice = received(path).count
+        XCTAssertEqual(afterAlice, 2, "the challenge, then the answer")
+        let mallory = manager(sharing: shared, user: "user", password: "wrong")
+        let stranger = manager(sharing: shared, user: nil)
+        for other in [mallory, stranger] {
+            let before = received(path).count
+            let outcome = try await attempt(other, url)
+            XCTAssertGreaterThan(received(path).count, before, "the server decides, not the cache")
+            if case .success(let answer) = outcome {
+                XCTAssertNotEqual(answer.serial, first.serial, "another user's stored response")
+            }
+        }
+        let again = try await get(alice, url)
+        XCTAssertEqual(again.serial, first.serial, "the user it was stored for is served from the cache")
+    }
+
+    func testPrivateResponseForOneUsersCookieIsNotServedToAnotherOrToNone() async throws {
+        let (_, shared) = cachingManager()
+        let path = query([("Cache-Control", "private, max-age=300")])
+        let alice = manager(sharing: shared, user: nil)
+        let bob = manager(sharing: shared, user: nil)
+        let first = try await get(alice, server.url(path), headers: ["Cookie": "session=alice"])
+        let again = try await get(alice, server.url(path), headers: ["Cookie": "session=alice"])
+        XCTAssertEqual(again.serial, first.serial, "the same user is served from the cache")
+        XCTAssertEqual(received(path).count, 1)
+        let other = try await get(bob, server.url(path), headers: ["Cookie": "session=bob"])
+        XCTAssertNotEqual(other.serial, first.serial)
+        XCTAssertEqual(received(path).count, 2, "another user's cookie goes to the server")
+        let none = try await get(bob, server.url(path))
+        XCTAssertNotEqual(none.serial, first.serial)
+        XCTAssertEqual(received(path).count, 3, "no cookie goes to the server")
+        // A response made for anyone (no credentials, no cookie, not private) is served to anyone.
+        let open = query([("Cache-Control", "max-age=300")])
+        let anyone = try await get(bob, server.url(open))
+        let forAlice = try await get(alice, server.url(open), headers: ["Cookie": "session=alice"])
+        XCTAssertEqual(forAlice.serial, anyone.serial)
+        XCTAssertEqual(received(open).count, 1)
+    }
+
+    // MARK: - Validators, Age, hop-by-hop fields, stale-while-revalidate, ranges
+
+    func testCacheValidatorsDoNotFollowARedirectToAnotherOrigin() async throws {
+        let target = server.url("/etag/moved")
+        let origin = try await RawFaultServer.start { request in
+            request.index == 0
+                ? .respond(
+                    RawFaultServer.response(body: "first", headers: ["ETag: \"moved\"", "Cache-Control: max-age=0"]))
+                : .respond(
+                    RawFaultServer.response(status: 302, body: "", headers: ["Location: \(target.absoluteString)"]))
+        }
+        defer { Task { try? await origin.shutdown() } }
+        let (manager, _) = cachingManager()
+        manager.responseSerializer = HTTPResponseSerializer()
+        _ = try await get(manager, origin.url("/resource"))
+        let answer = try await get(manager, origin.url("/resource"))
+        XCTAssertTrue(
+            String(decoding: origin.requests[1].bytes, as: UTF8.self).contains("If-None-Match: \"moved\""),
+            "the stored response is revalidated at its origin")
+        let atTarget = try XCTUnwrap(received("/etag/moved").first)
+        XCTAssertNil(header("If-None-Match", of: atTarget), "the cache's validator stays with its origin")
+        XCTAssertNil(header("If-Modified-Since", of: atTarget))
+        XCTAssertEqual(answer.response.statusCode, 200, "a 304 only for a conditional request of the caller's own")
+    }
+
+    func testServedFromTheCacheCarriesAnAgeField() async throws {
+        let (manager, _) = cachingManager()
+        _ = try await get(manager, server.url("/cache/60"))
+        let stored = try await get(manager, server.url("/cache/60"))
+        XCTAssertEqual(received("/cache/60").count, 1)
+        let age = try XCTUnwrap(stored.response.value(forHTTPHeaderField: "Age"), "RFC 9111 4: Age on a stored answer")
+        XCTAssertNotNil(Int(age))
+    }
+
+    func testHopByHopFieldsAreNotReplayedFromTheCache() async throws {
+        let (manager, _) = cachingManager()
+        let path = query([
+            ("Cache-Control", "max-age=60"), ("X-Hop", "1"), ("Connection", "X-Hop"), ("Keep-Alive", "timeout=5"),
+            ("X-End-To-End", "2"),
+        ])
+        _ = try await get(manager, server.url(path))
+        let stored = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 1)
+        XCTAssertNil(stored.response.value(forHTTPHeaderField: "X-Hop"))
+        XCTAssertNil(stored.response.value(forHTTPHeaderField: "Keep-Alive"))
+        XCTAssertEqual(stored.response.value(forHTTPHeaderField: "X-End-To-End"), "2")
+    }
+
+    func testStaleWhileRevalidateServesAtOnceAndRevalidatesInTheBackgroundOnce() async throws {
+        let (manager, cache) = cachingManager()
+        let path = query([
+            ("Cache-Control", "max-age=1, stale-while-revalidate=600"), ("Age", "30"), ("ETag", "\"swr\""),
+        ])
+        let first = try await get(manager, server.url(path))
+        let stale = try await get(manager, server.url(path))
+        XCTAssertEqual(stale.serial, first.serial, "the stale response")
+        XCTAssertNil(
+            stale.response.value(forHTTPHeaderField: "X-Revalidation"),
+            "served as stored, before the revalidation's 304 (which adds X-Revalidation) came back")
+        // The background revalidation reaches the server and updates the stored response (bounded wait).
+        func updated() -> Bool {
+            let stored = cache.cachedResponse(for: URLRequest(url: server.url(path)))?.response as? HTTPURLResponse
+            return stored?.value(forHTTPHeaderField: "X-Revalidation") != nil
+        }
+        for _ in 0..<250 where !updated() { try await Task.sleep(nanoseconds: 20_000_000) }
+        XCTAssertTrue(updated(), "the 304's fields are stored")
+        let requests = received(path)
+        XCTAssertEqual(requests.count, 2, "one background revalidation")
+        XCTAssertEqual(requests.last.flatMap { header("If-None-Match", of: $0) }, "\"swr\"")
+        let beyond = query([("Cache-Control", "max-age=1, stale-while-revalidate=5"), ("Age", "30")])
+        _ = try await get(manager, server.url(beyond))
+        _ = try await get(manager, server.url(beyond))
+        XCTAssertEqual(received(beyond).count, 2, "stale beyond the window: the server answers the request itself")
+    }
+
+    func testRangeRequestIsAnsweredFromACompleteStoredResponse() async throws {
+        let (manager, _) = cachingManager()
+        manager.responseSerializer = HTTPResponseSerializer()
+        let path = "/cache/60"
+        _ = try await get(manager, server.url(path))
+        var request = URLRequest(url: server.url(path))
+        request.setValue("bytes=0-4", forHTTPHeaderField: "Range")
+        let (response, data, error): (URLResponse?, Any?, Error?) = try await awaitCallback { done in
+            manager.dataTask(with: request) { done(($0, $1, $2)) }.resume()
+        }
+        XCTAssertNil(error)
+        let partial = try XCTUnwrap(response as? HTTPURLResponse)
+        XCTAssertEqual(partial.statusCode, 206)
+        XCTAssertEqual((data as? Data)?.count, 5)
+        XCTAssertTrue(partial.value(forHTTPHeaderField: "Content-Range")?.hasPrefix("bytes 0-4/") == true)
+        XCTAssertEqual(received(path).count, 1, "answered from the stored response")
     }
 
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
