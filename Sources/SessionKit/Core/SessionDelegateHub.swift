@@ -158,7 +158,8 @@ extension SessionDelegateHub: URLSessionDataDelegate {
         didReceive response: URLResponse,
         completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
     ) {
-        registry.delegate(for: dataTask)?.didReceive(response: response)
+        // No task of the Foundation transport continues resume data (Linux's URLSession keeps none).
+        _ = registry.delegate(for: dataTask)?.didReceive(response: response)
         if let override = overrides.read({ $0.dataTaskDidReceiveResponse }) {
             completionHandler(override(session, dataTask, response))
         } else {
@@ -239,7 +240,13 @@ extension SessionDelegateHub: TaskEventSink {
     )
         -> URLSession.ResponseDisposition
     {
-        registry.delegate(for: task)?.didReceive(response: response)
+        let resumption = registry.delegate(for: task)?.didReceive(response: response)
+        if let resumption, let downloadTask = task as? URLSessionDownloadTask {
+            // Before the first byte, as URLSession reports a download continued from resume data.
+            urlSession(
+                session, downloadTask: downloadTask, didResumeAtOffset: resumption.offset,
+                expectedTotalBytes: resumption.expectedTotalBytes)
+        }
         guard let dataTask = task as? URLSessionDataTask,
             let override = overrides.read({ $0.dataTaskDidReceiveResponse })
         else { return .allow }

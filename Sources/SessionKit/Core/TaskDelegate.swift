@@ -120,6 +120,7 @@ final class TaskDelegate: @unchecked Sendable {
                 url: url)
         }
         self.bodyKind = resumingFile != nil || streamsBodyToFile ? .file : (streamSink != nil ? .stream : .memory)
+        self.continuesResumeData = resumingFile != nil
         progress = TaskProgress(
             task: task, uploadLength: uploadLength, control: control,
             uploadHandler: uploadProgressHandler, downloadHandler: downloadProgressHandler)
@@ -144,11 +145,23 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Events from the hub (delegate queue)
 
+    /// Where a download made from resume data resumes, as URLSession's `didResumeAtOffset` reports it.
+    struct DownloadResumption: Equatable {
+        /// The bytes on disk that are kept: 0 when the server sent the whole entity again instead of the rest.
+        let offset: Int64
+        /// The whole entity's expected size, the kept bytes included; -1 when unknown.
+        let expectedTotalBytes: Int64
+    }
+
     /// The response head arrived: the body sink prepares for it, and the expected length sizes the download
-    /// progress.
-    func didReceive(response: URLResponse) {
+    /// progress. Returns where the download resumes when this task continues resume data, else nil.
+    func didReceive(response: URLResponse) -> DownloadResumption? {
         let held = sink.receive(response)
         progress.didReceiveResponse(expectedLength: response.expectedContentLength, held: held)
+        // The sink tells what it held only when that is news, which for resume data is always the case: the file
+        // continues (its length) or was emptied (0).
+        guard continuesResumeData, let held else { return nil }
+        return DownloadResumption(offset: held, expectedTotalBytes: progress.download.totalUnitCount)
     }
 
     /// Asks for resume data when the task ends (it is then cancelled by the caller); false when the task keeps
@@ -160,6 +173,8 @@ final class TaskDelegate: @unchecked Sendable {
     /// Where the body goes, for the limit that applies to it.
     private enum BodyKind { case memory, file, stream }
     private let bodyKind: BodyKind
+    /// Whether the task continues the partial file of resume data (`downloadTask(withResumeData:)`).
+    private let continuesResumeData: Bool
 
     /// Applies `limits` to this task's body (before it arrives).
     func setBodyLimits(_ limits: ResponseBodyLimits) {

@@ -108,7 +108,11 @@ extension URLSessionManager {
         set { overrides.write { $0.downloadTaskDidWriteData = newValue } }
     }
 
-    /// Observes a download resuming at an offset, with the expected total.
+    /// Observes a download made from resume data (`downloadTask(withResumeData:…)`) getting its response, before its
+    /// first byte, as URLSession's `urlSession(_:downloadTask:didResumeAtOffset:expectedTotalBytes:)`: the bytes
+    /// kept on disk (0 when the server sent the whole entity again) and the whole entity's expected size (-1 when
+    /// unknown). Called on the curl transport, the only one that resumes downloads; the task's own download progress
+    /// starts at the same offset.
     public var downloadTaskDidResume: (@Sendable (URLSession, URLSessionDownloadTask, Int64, Int64) -> Void)? {
         get { overrides.read { $0.downloadTaskDidResume } }
         set { overrides.write { $0.downloadTaskDidResume = newValue } }

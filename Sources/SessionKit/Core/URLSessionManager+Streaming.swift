@@ -6,19 +6,20 @@ import Foundation
 
 /// A response whose body arrives in chunks as it is read, from ``URLSessionManager/bytes(for:interceptor:)``.
 public struct StreamedResponse: Sendable {
-    // Sendable, checked by the compiler: `response` is never mutated after it arrived; `body` is an AsyncThrowingStream.
+    // Sendable, checked by the compiler: `response` is never mutated after it arrived; `body` is Sendable.
 
     /// The response head.
     public let response: HTTPURLResponse
-    /// The body, chunk by chunk, in order; it throws the transfer's error, if any, after the last chunk that
-    /// arrived. Reading slowly slows the transfer down (on the curl transport the transfer pauses while 8 MiB wait),
-    /// cancelling the reading Swift task cancels the request, and so does dropping the stream unread.
-    public let body: AsyncThrowingStream<Data, Error>
+    /// The body, chunk by chunk, in order; it throws the transport's error, if any, after the last chunk that
+    /// arrived. Reading slowly slows the transfer down (on the curl transport the transfer pauses while 8 MiB wait);
+    /// cancelling the reading Swift task cancels the request and makes the read throw `URLError.cancelled` (before
+    /// the first read, during one or between two), and dropping the body unread cancels the request.
+    public let body: StreamedBody
 }
 
 extension URLSessionManager {
     /// Sends `request` (adapted by the interceptors, never retried) and returns as soon as the response head
-    /// arrived, with the body to read as an `AsyncThrowingStream` of chunks: what `URLSession.bytes(for:)` does on
+    /// arrived, with the body to read as an async sequence of chunks: what `URLSession.bytes(for:)` does on
     /// Apple platforms, which Linux lacks. The status is not validated: check ``StreamedResponse/response``.
     ///
     /// ```swift
@@ -30,7 +31,6 @@ extension URLSessionManager {
         for request: URLRequest, interceptor: (any RequestInterceptor)? = nil
     ) async throws -> StreamedResponse {
         let sink = DataStreamSink()
-        let reader = StreamReader(sink: sink)
         let pipeline = Task {
             do {
                 return try await runPipeline(
@@ -41,7 +41,6 @@ extension URLSessionManager {
                 throw error
             }
         }
-        reader.onDrop = { pipeline.cancel() }
         let head: URLResponse
         do {
             head = try await withTaskCancellationHandler {
@@ -59,7 +58,7 @@ extension URLSessionManager {
             pipeline.cancel()
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }
-        let body = AsyncThrowingStream<Data, Error>(unfolding: { try await reader.next() })
+        let body = StreamedBody(sink: sink, url: request.url, cancelRequest: { pipeline.cancel() })
         return StreamedResponse(response: response, body: body)
     }
 
@@ -90,25 +89,6 @@ extension URLSessionManager {
         }
         sink.deliver(on: queue, chunk: chunk)
         return task as? URLSessionDataTask ?? RefusalSession.shared.dataTask()  // a data source makes a data task
-    }
-}
-
-/// The reading end of a streamed body; dropping it unread cancels the request.
-private final class StreamReader: @unchecked Sendable {
-    // @unchecked Sendable: `sink` is Sendable; `onDrop` is set once before the stream is handed out.
-    let sink: DataStreamSink
-    var onDrop: () -> Void = {}
-
-    init(sink: DataStreamSink) {
-        self.sink = sink
-    }
-
-    func next() async throws -> Data? {
-        try await sink.next()
-    }
-
-    deinit {
-        onDrop()  // cancels the pipeline, and with it the running task
     }
 }
 

@@ -92,7 +92,8 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
         return request
     }
 
-    /// Refreshes the credential and retries when the authenticator says the request failed because of it.
+    /// Refreshes the credential and retries when the authenticator says the request failed because of it; when the
+    /// refresh fails, the request fails with the refresh's error (as in Alamofire), not with the refused response's.
     public func retry(_ sessionRequest: SessionRequest, dueTo error: Error) async -> RetryDecision {
         guard let request = sessionRequest.request, let response = sessionRequest.response,
             authenticator.didRequest(request, with: response, failDueToAuthenticationError: error),
@@ -104,7 +105,8 @@ public final class AuthenticationInterceptor<A: Authenticator>: RequestIntercept
             _ = try await store.refresh(from: credential, with: authenticator)
             return .retry
         } catch {
-            return .doNotRetryWithError(error as NSError)
+            // The refresh's own error, as thrown: bridged to `NSError`, Linux would lose its type.
+            return .doNotRetryWithError(error)
         }
     }
 }

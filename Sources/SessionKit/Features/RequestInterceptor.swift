@@ -24,14 +24,30 @@ public enum RetryDecision: Sendable, Equatable {
     case retryAfter(TimeInterval)
     /// Fail with the attempt's error.
     case doNotRetry
-    /// Fail with another error.
-    case doNotRetryWithError(NSError)
+    /// Fail with another error, thrown to the caller as it is here (an ``AuthenticationInterceptor`` gives the error
+    /// of the refresh that failed).
+    case doNotRetryWithError(any Error)
 
     /// Whether the request is sent again.
     public var retries: Bool {
         switch self {
         case .retry, .retryAfter: return true
         case .doNotRetry, .doNotRetryWithError: return false
+        }
+    }
+
+    /// Whether two decisions are the same; two errors are the same when their `NSError` forms are equal (domain,
+    /// code and `userInfo`).
+    public static func == (lhs: RetryDecision, rhs: RetryDecision) -> Bool {
+        switch (lhs, rhs) {
+        case (.retry, .retry), (.doNotRetry, .doNotRetry):
+            return true
+        case (.retryAfter(let left), .retryAfter(let right)):
+            return left == right
+        case (.doNotRetryWithError(let left), .doNotRetryWithError(let right)):
+            return (left as NSError).isEqual(right as NSError)
+        default:
+            return false
         }
     }
 }

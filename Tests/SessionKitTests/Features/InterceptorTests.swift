@@ -204,6 +204,21 @@ final class InterceptorTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.count, 3)
     }
 
+    func testAFailedRefreshFailsTheRequestWithTheRefreshsError() async throws {
+        let manager = makeManager()
+        let authenticator = TokenAuthenticator(freshToken: "fresh", refusal: RefreshRefused(reason: "revoked"))
+        manager.interceptor = AuthenticationInterceptor(authenticator: authenticator, credential: Token(value: "stale"))
+        do {
+            _ = try await manager.get("/bearer?token=fresh")
+            XCTFail("the refresh failed")
+        } catch {
+            // As Alamofire: the refresh's own error, not the 401's, and as the value it was thrown as.
+            XCTAssertEqual(error as? RefreshRefused, RefreshRefused(reason: "revoked"), "\(error)")
+        }
+        XCTAssertEqual(authenticator.refreshes, ["stale"])
+        XCTAssertEqual(server.requests.count, 1, "not sent again without a credential")
+    }
+
     func testMissingCredentialSendsNothing() async throws {
         let manager = makeManager()
         manager.interceptor = AuthenticationInterceptor<TokenAuthenticator>(
@@ -224,15 +239,22 @@ struct Token: AuthenticationCredential {
     var requiresRefresh: Bool { false }
 }
 
-/// Applies `Authorization: Bearer <token>`; a refresh answers `freshToken` and is counted.
+/// What a refresh that the identity server refused throws.
+struct RefreshRefused: Error, Equatable {
+    let reason: String
+}
+
+/// Applies `Authorization: Bearer <token>`; a refresh answers `freshToken` (or throws `refusal`) and is counted.
 final class TokenAuthenticator: Authenticator, @unchecked Sendable {
-    // @unchecked Sendable: `refreshes` is a `LockedBox`.
+    // @unchecked Sendable: `refreshes` is a `LockedBox`; the rest is immutable.
     let freshToken: String
+    let refusal: RefreshRefused?
     let refreshed = LockedBox<[String]>([])
     var refreshes: [String] { refreshed.wrappedValue }
 
-    init(freshToken: String) {
+    init(freshToken: String, refusal: RefreshRefused? = nil) {
         self.freshToken = freshToken
+        self.refusal = refusal
     }
 
     func apply(_ credential: Token, to request: inout URLRequest) {
@@ -242,6 +264,7 @@ final class TokenAuthenticator: Authenticator, @unchecked Sendable {
     func refresh(_ credential: Token) async throws -> Token {
         try await Task.sleep(nanoseconds: 50_000_000)  // the others arrive while this one runs
         refreshed.write { $0.append(credential.value) }
+        if let refusal { throw refusal }
         return Token(value: freshToken)
     }
 

@@ -81,13 +81,77 @@ final class StreamingTests: LoopbackTestCase {
         try await Task.sleep(nanoseconds: 300_000_000)
         reader.cancel()
         do {
-            // Swift's unfolding AsyncThrowingStream ends (nil) when its task is cancelled between two reads, and
-            // throws when the cancellation lands during one: either way the reader stops before the body's end.
             let count = try await reader.value
-            XCTAssertLessThan(count, 100, "the reader was cancelled before the body ended")
-        } catch {}
+            XCTFail("a cancelled reader ended normally after \(count) bytes")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(error)")
+        }
         for _ in 0..<200 where !manager.tasks.isEmpty { try await Task.sleep(nanoseconds: 10_000_000) }
         XCTAssertTrue(manager.tasks.isEmpty, "the request ended with its reader")
+    }
+
+    func testReaderCancelledBeforeItsFirstReadThrowsCancelled() async throws {
+        let manager = makeManager()
+        let streamed = try await manager.bytes(for: URLRequest(url: server.url("/drip?numbytes=10&duration=20")))
+        let reader = Task { () -> Int in
+            try? await Task.sleep(nanoseconds: 10_000_000_000)  // ends early, at the cancellation below
+            var count = 0
+            for try await chunk in streamed.body { count += chunk.count }
+            return count
+        }
+        reader.cancel()
+        try await assertEndsCancelled(reader, manager)
+    }
+
+    func testReaderCancelledWhileAReadWaitsThrowsCancelled() async throws {
+        let manager = makeManager()
+        let streamed = try await manager.bytes(for: URLRequest(url: server.url("/drip?numbytes=10&duration=20")))
+        let firstChunk = OnceBox<Void>()
+        let reader = Task { () -> Int in
+            var count = 0
+            for try await chunk in streamed.body {
+                count += chunk.count
+                firstChunk.resolve(())  // the next piece comes 2 s later: the next read waits for it
+            }
+            return count
+        }
+        try await firstChunk.value(timeout: 10, file: #filePath, line: #line)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        reader.cancel()
+        try await assertEndsCancelled(reader, manager)
+    }
+
+    func testReaderCancelledBetweenReadsThrowsCancelled() async throws {
+        let manager = makeManager()
+        let streamed = try await manager.bytes(for: URLRequest(url: server.url("/drip?numbytes=10&duration=20")))
+        let firstChunk = OnceBox<Void>()
+        let reader = Task { () -> Int in
+            var count = 0
+            for try await chunk in streamed.body {
+                count += chunk.count
+                firstChunk.resolve(())
+                // Busy with the chunk, not reading, when the cancellation comes: the sleep ends early at it.
+                try? await Task.sleep(nanoseconds: 10_000_000_000)
+            }
+            return count
+        }
+        try await firstChunk.value(timeout: 10, file: #filePath, line: #line)
+        reader.cancel()
+        try await assertEndsCancelled(reader, manager)
+    }
+
+    /// `reader` throws `URLError.cancelled` instead of returning a short body, and its request ends.
+    private func assertEndsCancelled(
+        _ reader: Task<Int, Error>, _ manager: URLSessionManager, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
+        do {
+            let count = try await reader.value
+            XCTFail("the cancelled reader ended normally, as if the body had \(count) bytes", file: file, line: line)
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(error)", file: file, line: line)
+        }
+        for _ in 0..<300 where !manager.tasks.isEmpty { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(manager.tasks.isEmpty, "the request ended with its reader", file: file, line: line)
     }
 
     func testDroppingTheStreamUnreadCancelsTheRequest() async throws {

@@ -304,6 +304,60 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last?.header("If-Range"), "\"bytes-\(total)-6\"")
     }
 
+    func testDownloadResumedFromResumeDataReportsItsOffsetAndTotalBeforeItsBytes() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-resume-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let total: Int64 = 3_000_000
+        let events = LockedBox<[String]>([])
+        manager.downloadTaskDidResume = { _, task, offset, expected in
+            events.write { $0.append("resume \(task.taskIdentifier) at \(offset) of \(expected)") }
+        }
+        manager.downloadTaskDidWriteData = { _, _, _, _, _ in
+            events.write { if $0.last != "data" { $0.append("data") } }
+        }
+        let cut = try await download(manager, path: "/bytes/\(total)?seed=6&drop_after=1000000", to: destination)
+        let resumeData = try XCTUnwrap((cut.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData] as? Data)
+        XCTAssertEqual(events.wrappedValue, ["data"], "a download that starts afresh does not resume")
+        events.write { $0.removeAll() }
+
+        let progress = LockedBox<[Int64]>([])
+        let resumed: (URLSessionTask, Error?) = try await awaitCallback { done in
+            let box = LockedBox<URLSessionTask?>(nil)
+            let task = manager.downloadTask(
+                withResumeData: resumeData,
+                progress: { step in progress.write { $0.append(step.totalUnitCount) } },
+                destination: { _, _ in destination },
+                completionHandler: { _, _, error in box.wrappedValue.map { done(($0, error)) } })
+            box.wrappedValue = task
+            manager.resume(task)
+        }
+        XCTAssertNil(resumed.1)
+        // As URLSession's `didResumeAtOffset`: once, with the bytes kept and the whole entity's size, before any byte.
+        XCTAssertEqual(events.wrappedValue, ["resume \(resumed.0.taskIdentifier) at 1000000 of \(total)", "data"])
+        XCTAssertEqual(progress.wrappedValue.first, total, "the task's own progress counts the whole entity too")
+        XCTAssertEqual(try Data(contentsOf: destination), ByteGenerator.bytes(count: Int(total), seed: 6))
+    }
+
+    func testRestartedDownloadReportsResumingAtZero() async throws {
+        let manager = makeManager(transport: .curl)
+        let destination = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "sk-resume-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: destination) }
+        let resumes = LockedBox<[[Int64]]>([])
+        manager.downloadTaskDidResume = { _, _, offset, expected in resumes.write { $0.append([offset, expected]) } }
+        let cut = try await download(manager, path: "/bytes/500000?seed=7&drop_after=400000", to: destination)
+        var resumeData = try XCTUnwrap((cut.1 as NSError?)?.userInfo[URLSessionDownloadTaskResumeData] as? Data)
+        // Another validator: the server's If-Range check fails and it sends the whole entity with 200.
+        let range = try XCTUnwrap(resumeData.range(of: Data("bytes-500000".utf8)))
+        resumeData.replaceSubrange(range, with: Data("bytes-999999".utf8))
+        let restarted = try await download(manager, resumeData: resumeData, to: destination)
+        XCTAssertNil(restarted.1)
+        // URLSession's rule: an offset of 0 when the bytes on disk could not be reused.
+        XCTAssertEqual(resumes.wrappedValue, [[0, 500_000]])
+    }
+
     func testChangedEntityRestartsTheDownloadAndBadResumeDataFails() async throws {
         let manager = makeManager(transport: .curl)
         let destination = FileManager.default.temporaryDirectory.appendingPathComponent(

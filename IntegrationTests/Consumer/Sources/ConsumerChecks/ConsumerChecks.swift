@@ -21,7 +21,7 @@ struct ConsumerChecks {
             try await streamTaskChecks(port: Int(server.port))
             try await UserStore(baseURL: base).runStream(port: Int(server.port))
             if CommandLine.arguments.count > 1 {
-                try await runQuickStart(CommandLine.arguments[1])
+                try await runQuickStart(CommandLine.arguments[1], httpbin: "http://127.0.0.1:\(server.port)")
             }
             print("consumer-checks: all checks passed")
         } catch {
@@ -43,7 +43,11 @@ struct ConsumerChecks {
         try expect(writeError == nil, "stream write: \(String(describing: writeError))")
         let head: Data = try await withCheckedThrowingContinuation { continuation in
             task.readData(ofMinLength: 12, maxLength: 65_536, timeout: 10) { data, _, error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: data ?? Data()) }
+                if let error {
+                    continuation.resume(throwing: error)
+                } else {
+                    continuation.resume(returning: data ?? Data())
+                }
             }
         }
         try expect(String(decoding: head, as: UTF8.self).hasPrefix("HTTP/1.1 200"), "stream read: \(head.count) bytes")
@@ -53,8 +57,10 @@ struct ConsumerChecks {
         second.resume()
         try await second.write(request, timeout: 10)
         var received = Data()
-        for try await chunk in second.chunks(timeout: 10) { received.append(chunk) }  // the server closes after answering
-        try expect(String(decoding: received, as: UTF8.self).contains("\"Ada\""), "stream chunks: \(received.count) bytes")
+        // The server closes after answering: the chunks end there.
+        for try await chunk in second.chunks(timeout: 10) { received.append(chunk) }
+        try expect(
+            String(decoding: received, as: UTF8.self).contains("\"Ada\""), "stream chunks: \(received.count) bytes")
     }
 
     /// Every async form of the managers.
@@ -103,7 +109,8 @@ struct ConsumerChecks {
         // Uploads and downloads, with progress as an AsyncSequence.
         let target = FileManager.default.temporaryDirectory.appendingPathComponent("consumer-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: target) }
-        let download = manager.download(URLRequest(url: URL(string: "http://127.0.0.1:8080/v1/bytes/300000")!), to: target)
+        let download = manager.download(
+            URLRequest(url: URL(string: "http://127.0.0.1:8080/v1/bytes/300000")!), to: target)
         var last = TransferProgress(completedUnitCount: 0, totalUnitCount: -1)
         for await step in download.progress { last = step }
         let (file, response) = try await download.value
@@ -117,7 +124,8 @@ struct ConsumerChecks {
         let fromFile = try await manager.upload(upload, fromFile: file).value
         try expect(((fromFile.object as? [String: Any])?["length"] as? Int) == 300_000, "upload(fromFile:)")
         let multipart = try manager.multipartUpload("echo", parameters: ["title": "report"]) { form in
-            try form.appendPart(withFileURL: file, name: "file", fileName: "bytes.bin", mimeType: "application/octet-stream")
+            try form.appendPart(
+                withFileURL: file, name: "file", fileName: "bytes.bin", mimeType: "application/octet-stream")
         }
         let sent = try await multipart.value
         try expect((((sent.object as? [String: Any])?["length"] as? Int) ?? 0) > 300_000, "multipartUpload")
@@ -135,10 +143,12 @@ struct ConsumerChecks {
     }
 
     /// Runs the README's quick start against the server and checks its exit status and output, without blocking
-    /// the main actor (the process's end resumes a continuation).
-    static func runQuickStart(_ path: String) async throws {
+    /// the main actor (the process's end resumes a continuation). `HTTPBIN` points it at the local server: it must
+    /// not reach httpbin.org, or any address but the loopback, from a test.
+    static func runQuickStart(_ path: String, httpbin: String) async throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: path)
+        process.environment = ProcessInfo.processInfo.environment.merging(["HTTPBIN": httpbin]) { $1 }
         let output = Pipe()
         process.standardOutput = output
         let status: Int32 = try await withCheckedThrowingContinuation { continuation in
@@ -148,7 +158,10 @@ struct ConsumerChecks {
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         print(text, terminator: "")
         try expect(status == 0, "quick-start exited with status \(status)")
-        try expect(text.contains("201") && text.contains("Ada"), "quick-start printed \(text)")
+        // The echoed URLs say which server answered: this one, never httpbin.org.
+        for answer in ["200", "Ada", "Sample Slide Show", "POST Ada", "\(httpbin)/post", "\(httpbin)/get?page=2"] {
+            try expect(text.contains(answer), "quick-start printed no \(answer): \(text)")
+        }
         print("quick start: ok")
     }
 }
@@ -234,7 +247,9 @@ actor UserStore {
             manager.dataTask(
                 with: users, uploadProgress: nil, downloadProgress: { progress in },
                 completionHandler: { response, object, error in
-                    if let error { continuation.resume(throwing: error) } else {
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
                         continuation.resume(returning: userNames(in: object))
                     }
                 }
@@ -248,7 +263,9 @@ actor UserStore {
             manager.uploadTask(
                 with: upload, from: Data(count: 50_000), progress: { progress in },
                 completionHandler: { response, object, error in
-                    if let error { continuation.resume(throwing: error) } else {
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
                         continuation.resume(returning: (object as? [String: Any])?["length"] as? Int)
                     }
                 }
@@ -264,7 +281,9 @@ actor UserStore {
                 with: download, progress: { progress in },
                 destination: { temporary, response in target },
                 completionHandler: { response, url, error in
-                    if let url { continuation.resume(returning: url) } else {
+                    if let url {
+                        continuation.resume(returning: url)
+                    } else {
                         continuation.resume(throwing: error ?? CheckFailure("download: no file"))
                     }
                 }
@@ -279,7 +298,11 @@ actor UserStore {
                 with: URLRequest(url: baseURL!.appendingPathComponent("bytes/100000")),
                 chunk: { data in counter.add(data.count) },
                 completion: { response, error in
-                    if let error { continuation.resume(throwing: error) } else { continuation.resume(returning: counter.value) }
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else {
+                        continuation.resume(returning: counter.value)
+                    }
                 }
             ).resume()
         }

@@ -22,7 +22,9 @@ final class TinyServer: Sendable {
         address.sin_port = port.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard bound == 0, listen(fd, 64) == 0 else {
             close(fd)
@@ -58,20 +60,23 @@ final class TinyServer: Sendable {
         let lines = head.components(separatedBy: "\r\n")
         let parts = lines[0].split(separator: " ")
         guard parts.count >= 2 else { return }
-        var headers: [String: String] = [:]
+        var headers: [(name: String, value: String)] = []
         for line in lines.dropFirst() {
             guard let colon = line.firstIndex(of: ":") else { continue }
-            headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            headers.append(
+                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
         }
-        let length = Int(headers["content-length"] ?? "0") ?? 0
+        let length = Int(headers.first { $0.name.lowercased() == "content-length" }?.value ?? "0") ?? 0
         var body = Array(buffer[(end + 4)...])
         while body.count < length {
             let n = read(fd, &chunk, chunk.count)
             if n <= 0 { return }
             body += chunk[0..<n]
         }
-        let (status, type, payload) = answer(method: String(parts[0]), target: String(parts[1]), body: Data(body))
-        var response = Data("HTTP/1.1 \(status) \(status == 404 ? "Not Found" : "OK")\r\n".utf8)
+        let (status, type, payload) = answer(
+            method: String(parts[0]), target: String(parts[1]), headers: headers, body: Data(body))
+        let reasons = [200: "OK", 201: "Created", 404: "Not Found", 405: "Method Not Allowed"]
+        var response = Data("HTTP/1.1 \(status) \(reasons[status] ?? "OK")\r\n".utf8)
         response += Data("Content-Type: \(type)\r\nContent-Length: \(payload.count)\r\nConnection: close\r\n\r\n".utf8)
         if parts[0] != "HEAD" { response += payload }
         response.withUnsafeBytes { raw in
@@ -84,11 +89,30 @@ final class TinyServer: Sendable {
         }
     }
 
-    /// The routes: `/v1/users` (the README's quick start), `/v1/bytes/N` (N bytes), `/v1/echo` (the body's length).
-    private static func answer(method: String, target: String, body: Data) -> (Int, String, Data) {
+    /// The routes: httpbin's `/get`, `/post`, `/anything` and `/json` (the README's quick start, which runs against
+    /// httpbin.org as well), and for the other checks `/v1/users`, `/v1/bytes/N` (N bytes) and `/v1/echo` (the
+    /// body's length).
+    private static func answer(
+        method: String, target: String, headers: [(name: String, value: String)], body: Data
+    ) -> (Int, String, Data) {
         let path = target.split(separator: "?", maxSplits: 1).first.map(String.init) ?? target
         let json = "application/json"
         switch (method, path) {
+        case ("GET", "/get"), ("HEAD", "/get"):
+            return (200, json, HTTPBinEcho(method: method, target: target, headers: headers, body: body).document())
+        case ("POST", "/post"):
+            return (
+                200, json,
+                HTTPBinEcho(method: method, target: target, headers: headers, body: body).document(withBody: true)
+            )
+        case (_, "/anything"),
+            (_, _) where path.hasPrefix("/anything/"):
+            let echo = HTTPBinEcho(method: method, target: target, headers: headers, body: body)
+            return (200, json, echo.document(withBody: true, withMethod: true))
+        case ("GET", "/json"), ("HEAD", "/json"):
+            return (200, json, HTTPBinEcho.slideshow)
+        case (_, "/get"), (_, "/post"), (_, "/json"):
+            return (405, "text/html", Data("<h1>Method Not Allowed</h1>".utf8))
         case ("POST", "/v1/users"):
             let sent = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
             let name = sent?["name"] as? String ?? "?"
@@ -114,6 +138,58 @@ final class TinyServer: Sendable {
             return i
         }
         return nil
+    }
+}
+
+/// What httpbin answers on its echo endpoints, field for field: the query as `args`, the headers with httpbin's
+/// capitalization, the body as `data`, `form` and `json`, the caller as `origin` and the URL asked for.
+struct HTTPBinEcho {
+    let method: String
+    let target: String
+    let headers: [(name: String, value: String)]
+    let body: Data
+
+    /// `/json`'s fixed document.
+    static let slideshow = Data(
+        #"""
+        {"slideshow":{"author":"Yours Truly","date":"date of publication","slides":[{"title":"Wake up to WonderWidgets!","type":"all"},{"items":["Why <em>WonderWidgets</em> are great","Who <em>buys</em> WonderWidgets"],"title":"Overview","type":"all"}],"title":"Sample Slide Show"}}
+        """#.utf8)
+
+    /// The echo document: `/get`'s fields, with the body's fields for `/post` and `/anything`, and the method for
+    /// `/anything`.
+    func document(withBody: Bool = false, withMethod: Bool = false) -> Data {
+        var headerFields: [String: String] = [:]
+        for (name, value) in headers {
+            let capitalized = name.split(separator: "-").map { $0.prefix(1).uppercased() + $0.dropFirst().lowercased() }
+            headerFields[capitalized.joined(separator: "-")] = value
+        }
+        let host = headerFields["Host"] ?? "127.0.0.1"
+        var document: [String: Any] = [
+            "args": Self.fields(URLComponents(string: target)?.queryItems ?? []),
+            "headers": headerFields,
+            "origin": "127.0.0.1",
+            "url": "http://\(host)\(target)",
+        ]
+        if withBody {
+            let type = headerFields["Content-Type"] ?? ""
+            let isForm = type.hasPrefix("application/x-www-form-urlencoded")
+            var form = URLComponents()
+            form.percentEncodedQuery =
+                isForm ? String(decoding: body, as: UTF8.self).replacingOccurrences(of: "+", with: "%20") : nil
+            document["data"] = isForm ? "" : String(decoding: body, as: UTF8.self)
+            document["files"] = [String: Any]()
+            document["form"] = Self.fields(form.queryItems ?? [])
+            document["json"] = (try? JSONSerialization.jsonObject(with: body, options: [.fragmentsAllowed])) ?? NSNull()
+        }
+        if withMethod { document["method"] = method }
+        return (try? JSONSerialization.data(withJSONObject: document, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+
+    /// Query or form fields as httpbin gives them: a string for a name given once, an array for a repeated one.
+    private static func fields(_ items: [URLQueryItem]) -> [String: Any] {
+        var values: [String: [String]] = [:]
+        for item in items { values[item.name, default: []].append(item.value ?? "") }
+        return values.mapValues { $0.count == 1 ? $0[0] as Any : $0 as Any }
     }
 }
 
