@@ -22,6 +22,9 @@ struct CacheControl: Equatable {
     /// `stale-while-revalidate=N` (RFC 5861 3): a response stale by at most N seconds may be served while a
     /// revalidation runs in the background.
     var staleWhileRevalidate: TimeInterval?
+    /// `stale-if-error=N` (RFC 5861 4): a response stale by at most N seconds may be served when its revalidation
+    /// meets an error (a 500, 502, 503 or 504, or no response at all).
+    var staleIfError: TimeInterval?
     /// `s-maxage=N`: a shared cache's lifetime; a private cache ignores it for freshness, but it marks a response
     /// to an authenticated request as storable (RFC 9111 3.5).
     var sharedMaxAge: TimeInterval?
@@ -55,6 +58,7 @@ struct CacheControl: Equatable {
             case "private": isPrivate = true
             case "stale-while-revalidate":
                 if staleWhileRevalidate == nil, let seconds { staleWhileRevalidate = seconds }
+            case "stale-if-error": if staleIfError == nil, let seconds { staleIfError = seconds }
             case "only-if-cached": onlyIfCached = true
             default: break
             }

@@ -183,6 +183,14 @@ struct CacheEntry {
         return currentAge(at: now) - freshnessLifetime <= window
     }
 
+    /// Whether the stale response may answer in place of an error met while revalidating it (`stale-if-error`, RFC 5861
+    /// 4): stale by no more than its window, and not `no-cache` or `must-revalidate` (RFC 9111 4.2.4).
+    func mayServeAfterError(at now: Date) -> Bool {
+        let control = self.control
+        guard let window = control.staleIfError, !control.noCache, !control.mustRevalidate else { return false }
+        return currentAge(at: now) - freshnessLifetime <= window
+    }
+
     /// Whether this entry may answer a request whose principal is `principal` (``CachePrincipal``): one stored for the
     /// same principal, or one stored for a request without credentials or cookies that is neither `private` nor sets a
     /// cookie (what the server gave anyone).

@@ -88,7 +88,7 @@ struct CacheExchange {
             unsafeTarget = nil
         }
         let cache = self.cache
-        let plan = cache.plan(for: sent, principal: CachePrincipal.of(sent), mayReadStore: mayReadStore) { key() }
+        let plan = cache.plan(for: sent, principal: { CachePrincipal.of(sent) }, mayReadStore: mayReadStore) { key() }
         switch plan {
         case .bypass:
             return .send(request)
@@ -108,8 +108,9 @@ struct CacheExchange {
         case .revalidate(let entry):
             storesResponse = true
             // Built from the request itself: the credential stands in `sent` only for the cache's judgement.
+            candidate = entry
             guard let conditional = entry.conditionalRequest(for: request) else { return .send(request) }
-            (candidate, addedConditionals) = (entry, true)
+            addedConditionals = true
             return .send(conditional)
         case .serveStaleAndRevalidate(let entry):
             guard let url = request.url, cache.beginBackgroundRevalidation(of: url) else { return .serve(entry) }
@@ -146,7 +147,12 @@ struct CacheExchange {
         // Credentials as sent: the request's own, a challenge's (in `sent`), or the URL's user.
         let authenticated = request.value(forHTTPHeaderField: "Authorization") != nil || request.url?.user != nil
         let now = Date()
-        if response.statusCode == 304, let candidate,
+        if [500, 502, 503, 504].contains(response.statusCode), let candidate, candidate.mayServeAfterError(at: now) {
+            // stale-if-error: the stored response answers instead, and the error's body is dropped like a 304's.
+            (confirmed, storesResponse) = (candidate, false)
+            return candidate.servedResponse(at: now)
+        }
+        if response.statusCode == 304, let candidate, addedConditionals,
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
         {
             confirmed = updated
@@ -161,6 +167,14 @@ struct CacheExchange {
             kept = (request, response, now, Data())
         }
         return response
+    }
+
+    /// The running transfer failed before its response head: the stale stored response that may answer instead
+    /// (`stale-if-error`), or nil.
+    mutating func staleAfterError() -> CacheEntry? {
+        defer { (kept, candidate, unsafeTarget) = (nil, nil, nil) }
+        guard let candidate, candidate.mayServeAfterError(at: Date()) else { return nil }
+        return candidate
     }
 
     /// Body bytes of the running transfer (not those of a 304).
@@ -218,6 +232,7 @@ struct CacheExchange {
     mutating func prepareBackgroundRevalidation(of entry: CacheEntry, request: URLRequest, credential: String?) {
         (candidate, confirmed, kept, storesResponse, requestTime) = (entry, nil, nil, true, Date())
         sent = CachePrincipal.asSent(request, credential: credential)
+        addedConditionals = entry.hasValidators
     }
 
     /// The background revalidation's answer arrived whole (`response` nil: it failed): stores what it brings (a 304's

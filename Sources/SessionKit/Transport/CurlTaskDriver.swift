@@ -423,6 +423,15 @@ final class CurlTaskDriver: @unchecked Sendable {
             let held = conversation.held
             conversation.held = nil
             if let error {
+                if Self.staleMayAnswer.contains(error.code), observed.read({ $0.response }) == nil,
+                    let stale = conversation.cache?.staleAfterError()
+                {
+                    // stale-if-error: the server could not be reached or answered nothing; the stored one answers (a
+                    // TLS or policy failure never does: the caller must learn of it).
+                    deliverHead(stale.servedResponse(at: Date()), of: task)
+                    deliverStoredBody(stale.data, of: task)
+                    return finish(nil)
+                }
                 _ = conversation.cache?.ended(response: nil, failed: true)
                 finish(error)
             } else if let held, let challenge = held.challenge {
@@ -592,6 +601,13 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     // MARK: - Helpers
+
+    /// The failures a stored response may answer in place of (`stale-if-error`): the network's, not the handshake's,
+    /// the policy's or the caller's.
+    private static let staleMayAnswer: Set<URLError.Code> = [
+        .cannotConnectToHost, .cannotFindHost, .networkConnectionLost, .timedOut, .dnsLookupFailed,
+        .notConnectedToInternet,
+    ]
 
     /// The running transfer's request without the conditional fields the cache added: what the next transfer (a
     /// redirect, a challenge's next round) starts from.

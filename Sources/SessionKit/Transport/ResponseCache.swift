@@ -61,10 +61,12 @@ final class ResponseCache: @unchecked Sendable {
         "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since",
     ]
 
-    /// What to do with `request` (as it goes on the wire, ``CachePrincipal/asSent(_:credential:)``), whose principal is
-    /// `principal`. `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https response is only
+    /// What to do with `request` (as it goes on the wire, ``CachePrincipal/asSent(_:credential:)``), whose principal
+    /// `principal` gives (computed only when a stored response is found). `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https response is only
     /// used again under the policy whose handshake delivered it.
-    func plan(for request: URLRequest, principal: String?, mayReadStore: Bool, policyKey: () -> String) -> Plan {
+    func plan(
+        for request: URLRequest, principal: () -> String?, mayReadStore: Bool, policyKey: () -> String
+    ) -> Plan {
         let method = request.httpMethod
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
@@ -103,7 +105,7 @@ final class ResponseCache: @unchecked Sendable {
 
     /// What the stored responses make of `request` under `policy` (neither reload policy).
     private func storedPlan(
-        for request: URLRequest, url: URL, principal: String?, requestControl: CacheControl,
+        for request: URLRequest, url: URL, principal: () -> String?, requestControl: CacheControl,
         policy: URLRequest.CachePolicy, mayReadStore: Bool, policyKey: () -> String
     ) -> Plan {
         let key = CacheEntry.withoutFragment(url)
@@ -114,7 +116,7 @@ final class ResponseCache: @unchecked Sendable {
             guard mayReadStore else { return .readStoreFirst }
             let stored = store.cachedResponse(for: request)
             entry = stored.flatMap(CacheEntry.init).flatMap { entry in
-                guard entry.matches(request), entry.mayServe(principal: principal) else { return nil }
+                guard entry.matches(request), entry.mayServe(principal: principal()) else { return nil }
                 if url.scheme?.lowercased() == "https", entry.policyKey != policyKey() { return nil }
                 return entry
             }
@@ -148,7 +150,8 @@ final class ResponseCache: @unchecked Sendable {
     }
 
     private func revalidation(of entry: CacheEntry, for request: URLRequest) -> Plan {
-        entry.hasValidators ? .revalidate(entry) : .network
+        // Without validators the request goes out as it is, the entry kept in case of an error (stale-if-error).
+        entry.hasValidators || entry.control.staleIfError != nil ? .revalidate(entry) : .network
     }
 
     /// Claims the one background revalidation of `url` (`stale-while-revalidate` revalidates once, however many

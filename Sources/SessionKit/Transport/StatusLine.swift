@@ -13,7 +13,7 @@ struct StatusLine: Equatable {
     init?(_ bytes: UnsafeRawBufferPointer) {
         var end = bytes.count
         while end > 0, bytes[end - 1] == 0x0A || bytes[end - 1] == 0x0D { end -= 1 }
-        let prefix = Array("HTTP/".utf8)
+        let prefix = Self.prefix
         guard end >= prefix.count + 5, bytes.prefix(prefix.count).elementsEqual(prefix) else { return nil }
         func isDigit(_ index: Int) -> Bool { index < end && (0x30...0x39).contains(bytes[index]) }
         var index = prefix.count
@@ -31,6 +31,8 @@ struct StatusLine: Equatable {
         index += 4
         guard index == end || bytes[index] == 0x20 else { return nil }
     }
+
+    private static let prefix = Array("HTTP/".utf8)
 
     /// The status line `text`, as ``init(_:)-(UnsafeRawBufferPointer)`` reads it.
     init?(_ text: String) {

@@ -198,6 +198,12 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertFalse(stored(window, age: 30).mayServeWhileRevalidating(under: CacheControl("no-cache"), at: now))
         XCTAssertFalse(stored(window, age: 30).mayServeWhileRevalidating(under: CacheControl("max-age=0"), at: now))
         XCTAssertEqual(CacheControl("stale-while-revalidate=\"5\"").staleWhileRevalidate, 5)
+        let onError = "max-age=10, stale-if-error=60"
+        XCTAssertTrue(stored(onError, age: 70).mayServeAfterError(at: now))
+        XCTAssertFalse(stored(onError, age: 71).mayServeAfterError(at: now))
+        XCTAssertFalse(stored(onError + ", must-revalidate", age: 30).mayServeAfterError(at: now))
+        XCTAssertFalse(stored(onError + ", no-cache", age: 30).mayServeAfterError(at: now))
+        XCTAssertFalse(stored("max-age=10", age: 30).mayServeAfterError(at: now))
         XCTAssertTrue(CacheControl("private=\"Set-Cookie\"").isPrivate)
         XCTAssertFalse(CacheControl("proxy-revalidate").mustRevalidate, "a shared cache's directive")
     }

@@ -631,6 +631,36 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received(beyond).count, 2, "stale beyond the window: the server answers the request itself")
     }
 
+    func testStaleIfErrorAnswersA5xxOrAFailedConnectionWithTheStoredResponse() async throws {
+        let origin = try await RawFaultServer.start { request in
+            let control = request.target == "/plain" ? "max-age=0" : "max-age=0, stale-if-error=600"
+            switch request.index % 100 {
+            case 0: return .respond(RawFaultServer.response(body: "stored", headers: ["Cache-Control: \(control)"]))
+            case 1: return .respond(RawFaultServer.response(status: 503, body: "down"))
+            default: return .reset
+            }
+        }
+        defer { Task { try? await origin.shutdown() } }
+        let (manager, _) = cachingManager()
+        manager.responseSerializer = HTTPResponseSerializer()
+        var outcomes: [(Int?, String?)] = []
+        for _ in 0..<3 {
+            let (response, data, _): (URLResponse?, Any?, Error?) = try await awaitCallback { done in
+                manager.dataTask(with: URLRequest(url: origin.url("/resource"))) { done(($0, $1, $2)) }.resume()
+            }
+            outcomes.append(
+                (
+                    (response as? HTTPURLResponse)?.statusCode,
+                    (data as? Data).map { String(decoding: $0, as: UTF8.self) }
+                ))
+        }
+        XCTAssertEqual(outcomes[0].0, 200)
+        XCTAssertEqual(outcomes[1].0, 200, "a 503 to the revalidation: the stale response answers")
+        XCTAssertEqual(outcomes[1].1, "stored")
+        XCTAssertEqual(outcomes[2].0, 200, "no answer at all: the stale response answers")
+        XCTAssertEqual(outcomes[2].1, "stored")
+    }
+
     func testRangeRequestIsAnsweredFromACompleteStoredResponse() async throws {
         let (manager, _) = cachingManager()
         manager.responseSerializer = HTTPResponseSerializer()
