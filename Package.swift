@@ -4,8 +4,9 @@ import PackageDescription
 // SessionKit runs on Linux only (Debian 12 / Ubuntu 22.04+ with Swift 6); macOS is not supported: the library is built
 // on FoundationNetworking, libcurl with OpenSSL and the Linux routing netlink (CNetlink), so no `platforms` are declared.
 //
-// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and swift-log.
-// It is the only product: a package that depends on it resolves swift-log and nothing else. SwiftNIO (the loopback
+// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and the server
+// ecosystem's API packages without I/O (swift-log, swift-http-types). It is the only product: a package that depends on
+// it resolves those and nothing else. SwiftNIO (the loopback
 // test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products; SwiftPM
 // still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
 // package of its own, `Benchmarks/`, so that AsyncHTTPClient (one of its clients) is never resolved by a consumer.
@@ -21,6 +22,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .target(
@@ -39,7 +41,10 @@ let package = Package(
         ),
         .target(
             name: "SessionKit",
-            dependencies: ["CCurl", "COpenSSL", "CNetlink", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CCurl", "COpenSSL", "CNetlink", .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
             path: "Sources/SessionKit",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
@@ -79,6 +84,7 @@ let package = Package(
             name: "SessionKitTests",
             dependencies: [
                 "SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Tests/SessionKitTests",
             exclude: ["Fixtures"],

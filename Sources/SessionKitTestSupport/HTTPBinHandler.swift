@@ -13,6 +13,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let record: @Sendable (RecordedRequest) -> Void
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
+    /// `/duplex`: the request being echoed as it arrives, and the bytes echoed so far.
+    private var duplex: (head: HTTPRequestHead, bytes: Int)?
 
     init(isTLS: Bool, record: @escaping @Sendable (RecordedRequest) -> Void) {
         self.isTLS = isTLS
@@ -20,7 +22,9 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if duplex(part, context: context) { return }
+        switch part {
         case .head(let head):
             self.head = head
             body.clear()
@@ -37,6 +41,56 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             recorded.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
             record(recorded)
             route(Request(head: head, body: bodyData, isTLS: isTLS), context: context)
+        }
+    }
+
+    /// `/duplex`: answers at once, then echoes each chunk of the request body as it arrives (full duplex), and ends
+    /// with the request's trailers as `x-echo-NAME` trailers plus `x-received-bytes`. `/trailers`: `payload` then the
+    /// trailers `x-checksum: 7` and `x-count: 1`. True when `part` was handled here.
+    private func duplex(_ part: HTTPServerRequestPart, context: ChannelHandlerContext) -> Bool {
+        switch part {
+        case .head(let head) where head.uri.hasPrefix("/duplex"):
+            duplex = (head, 0)
+            context.writeAndFlush(
+                wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok))), promise: nil)
+            return true
+        case .head(let head) where head.uri.hasPrefix("/trailers"):
+            self.head = head
+            return true
+        case .body(let chunk) where duplex != nil:
+            duplex?.bytes += chunk.readableBytes
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(chunk))), promise: nil)
+            return true
+        case .end(let trailers) where duplex != nil:
+            guard let (head, bytes) = duplex else { return true }
+            duplex = nil
+            var echoed = HTTPHeaders()
+            for (name, value) in trailers ?? [:] { echoed.add(name: "x-echo-\(name)", value: value) }
+            echoed.add(name: "x-received-bytes", value: String(bytes))
+            context.writeAndFlush(wrapOutboundOut(.end(echoed)), promise: nil)
+            var recorded = RecordedRequest(
+                method: head.method.rawValue, uri: head.uri,
+                headers: head.headers.map { (name: $0.name, value: $0.value) }, body: Data(), bodyLength: bytes,
+                isTLS: isTLS)
+            recorded.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
+            record(recorded)
+            return true
+        case .body where head?.uri.hasPrefix("/trailers") == true:
+            return true
+        case .end where head?.uri.hasPrefix("/trailers") == true:
+            guard let head else { return true }
+            self.head = nil
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .ok))), promise: nil)
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(string: "payload")))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.end(["x-checksum": "7", "x-count": "1"])), promise: nil)
+            record(
+                RecordedRequest(
+                    method: head.method.rawValue, uri: head.uri,
+                    headers: head.headers.map { (name: $0.name, value: $0.value) }, body: Data(), bodyLength: 0,
+                    isTLS: isTLS))
+            return true
+        default:
+            return false
         }
     }
 

@@ -82,6 +82,12 @@ static inline CURLcode sk_curl_easy_setopt_seek_callback(CURL *handle, sk_curl_s
     return curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, value);
 }
 
+typedef int (*sk_curl_trailer_callback)(struct curl_slist **list, void *userdata);
+
+static inline CURLcode sk_curl_easy_setopt_trailer_callback(CURL *handle, sk_curl_trailer_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_TRAILERFUNCTION, value);
+}
+
 /// The libcurl version string, e.g. "7.88.1".
 const char *sk_curl_version_string(void);
 /* curl_version_info's feature bits (CURL_VERSION_LIBZ, CURL_VERSION_BROTLI, CURL_VERSION_ZSTD…). */

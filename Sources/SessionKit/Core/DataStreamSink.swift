@@ -26,6 +26,8 @@ final class DataStreamSink: @unchecked Sendable {
         var reader = Reader.none
         var response: URLResponse?
         var responseWaiters: [CheckedContinuation<URLResponse, Error>] = []
+        var trailers: [(String, String)]?
+        var endWaiters: [CheckedContinuation<Void, Error>] = []
     }
 
     private let state = Protected(State())
@@ -74,19 +76,33 @@ final class DataStreamSink: @unchecked Sendable {
         }
     }
 
+    /// The response's trailers arrived (before the end).
+    func receive(trailers: [(String, String)]) {
+        state.write { $0.trailers = trailers }
+    }
+
     /// The task ended: the reader sees the rest, then the end (or the error).
     func finish(_ error: Error?) {
-        let (waiting, responseWaiters) = state.write {
-            state -> (CheckedContinuation<Data?, Error>?, [CheckedContinuation<URLResponse, Error>]) in
+        let (waiting, responseWaiters, endWaiters) = state.write {
+            state -> (
+                CheckedContinuation<Data?, Error>?, [CheckedContinuation<URLResponse, Error>],
+                [CheckedContinuation<Void, Error>]
+            ) in
+            guard state.end == nil else { return (nil, [], []) }
             state.end = error.map { .failure($0) } ?? .success(())
             let waiters = state.responseWaiters
+            let endWaiters = state.endWaiters
             state.responseWaiters.removeAll()
-            guard case .waiting(let continuation) = state.reader else { return (nil, waiters) }
+            state.endWaiters.removeAll()
+            guard case .waiting(let continuation) = state.reader else { return (nil, waiters, endWaiters) }
             state.reader = .none
-            return (continuation, waiters)  // a waiting reader has taken every queued chunk
+            return (continuation, waiters, endWaiters)  // a waiting reader has taken every queued chunk
         }
         let failure = error ?? URLError(.badServerResponse)
         responseWaiters.forEach { $0.resume(throwing: failure) }
+        for waiter in endWaiters {
+            if let error { waiter.resume(throwing: error) } else { waiter.resume() }
+        }
         if let waiting {
             if let error { waiting.resume(throwing: error) } else { waiting.resume(returning: nil) }
         }
@@ -139,6 +155,19 @@ final class DataStreamSink: @unchecked Sendable {
         } onCancel: {
             cancelTask()
         }
+    }
+
+    /// The response's trailers once the task ended (nil when it had none); throws the task's error.
+    func trailers() async throws -> [(String, String)]? {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+            let ended = state.write { state -> Result<Void, Error>? in
+                if let end = state.end { return end }
+                state.endWaiters.append(continuation)
+                return nil
+            }
+            if let ended { continuation.resume(with: ended) }
+        }
+        return state.read { $0.trailers }
     }
 
     /// Hands every chunk (those waiting first) to `chunk` on `queue`, one at a time; each counts as consumed once

@@ -290,6 +290,10 @@ extension SessionDelegateHub: TaskEventSink {
         return ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session)
     }
 
+    func task(_ task: URLSessionTask, in session: URLSession, didReceiveTrailers trailers: [(String, String)]) {
+        registry.delegate(for: task)?.didReceive(trailers: trailers)
+    }
+
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {
         registry.delegate(for: task)?.didCollect(timings)
         overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)

@@ -55,6 +55,11 @@ public struct StreamedBody: AsyncSequence, Sendable {
         reader = StreamReader(sink: sink, url: url, cancelRequest: cancelRequest)
     }
 
+    /// The response's trailers once the body ended (nil without any); throws the request's error.
+    func trailers() async throws -> [(String, String)]? {
+        try await reader.trailers()
+    }
+
     /// An iterator over the body. Iterators made from one body share it: each chunk goes to one of them.
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(reader: reader)
@@ -84,6 +89,10 @@ private final class StreamReader: Sendable {
             throw URLError(.cancelled, userInfo: url.map { [NSURLErrorFailingURLErrorKey: $0] } ?? [:])
         }
         return try await sink.next()
+    }
+
+    func trailers() async throws -> [(String, String)]? {
+        try await sink.trailers()
     }
 
     deinit {

@@ -52,6 +52,8 @@ final class TaskDelegate: @unchecked Sendable {
 
     private let lock = NSLock()
     private var lifecycle = TaskLifecycle()
+    /// Where a streamed body goes, which also takes the response trailers; nil for other bodies.
+    private let trailerSink: DataStreamSink?
 
     /// Creates the delegate of `task`.
     ///
@@ -99,6 +101,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
         self.onConsumed = onConsumed
+        self.trailerSink = streamSink
         let url = task.originalRequest?.url
         if let resumingFile {
             sink = LimitedBodySink(
@@ -183,6 +186,11 @@ final class TaskDelegate: @unchecked Sendable {
         case .file: sink.setLimit(limits.maximumToFile)
         case .stream: sink.setLimit(limits.maximumStreamed)
         }
+    }
+
+    /// The response's trailers arrived after its body: a streamed body's reader gets them.
+    func didReceive(trailers: [(String, String)]) {
+        trailerSink?.receive(trailers: trailers)
     }
 
     /// A chunk of the body arrived.

@@ -40,6 +40,7 @@ extension URLSessionManager {
         interceptor extra: (any RequestInterceptor)?,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink? = nil,
+        bodyFile: URL? = nil,
         created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
@@ -87,7 +88,7 @@ extension URLSessionManager {
                 sessionRequest.adapted(adapted)
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
-                    responseSerializer: responseSerializer, streamSink: streamSink)
+                    responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile)
                 sessionRequest.attemptEnded(response: outcome.response)
                 guard let error = outcome.error else {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
@@ -120,18 +121,21 @@ extension URLSessionManager {
         }
     }
 
-    /// One attempt: a data task for `request`, observed, resumed, awaited.
+    /// One attempt: a data task for `request` (an upload task of `bodyFile`, read anew for each attempt), observed,
+    /// resumed, awaited.
     private func attempt(
         _ request: URLRequest,
         of sessionRequest: SessionRequest,
         monitor: CompositeEventMonitor,
         current: Protected<URLSessionTask?>,
         responseSerializer: URLResponseSerialization?,
-        streamSink: DataStreamSink?
+        streamSink: DataStreamSink?,
+        bodyFile: URL?
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
             let task = makeTask(
-                .data(request), responseSerializer: responseSerializer, streamSink: streamSink,
+                bodyFile.map { .uploadFile(request, $0) } ?? .data(request), responseSerializer: responseSerializer,
+                streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor)
             ) { outcome in
                 streamSink?.finish(outcome.error)

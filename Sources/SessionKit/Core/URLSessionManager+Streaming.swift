@@ -30,12 +30,19 @@ extension URLSessionManager {
     public func bytes(
         for request: URLRequest, interceptor: (any RequestInterceptor)? = nil
     ) async throws -> StreamedResponse {
+        try await streamed(request, interceptor: interceptor)
+    }
+
+    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one.
+    func streamed(
+        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil
+    ) async throws -> StreamedResponse {
         let sink = DataStreamSink()
         let pipeline = Task {
             do {
                 return try await runPipeline(
                     request, interceptor: interceptor,
-                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink)
+                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink, bodyFile: bodyFile)
             } catch {
                 sink.finish(error)  // an adapter's refusal ends the request before any task could
                 throw error

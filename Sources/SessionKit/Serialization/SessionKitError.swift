@@ -134,6 +134,13 @@ public struct SessionKitError: Error, @unchecked Sendable {
         /// A request's method is not a token, or a header's name is not a token or its value holds CR, LF or NUL
         /// (RFC 9110): the request was not sent.
         case invalidRequestField = 7
+        /// A streamed request body (``HTTPRequestBody/stream(length:_:)``) was needed again — by a redirect that keeps
+        /// the body (307, 308), an authentication round or a retry — or written after its closure returned: it is
+        /// written once and never replayed.
+        case streamedBodyUnavailable = 8
+        /// A streamed request body's trailers could not be sent: libcurl sends request trailers only after a chunked
+        /// HTTP/1.1 body, and the request went over HTTP/2 (the request fails rather than drop them).
+        case requestTrailersNotSent = 9
     }
 
     /// Builds an error of ``sessionDomain``.

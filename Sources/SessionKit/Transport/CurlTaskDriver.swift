@@ -37,6 +37,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         case response(CurlTransfer.ResponseHead)
         case data(Data)
         case sent(Int64, Int64)
+        case trailers([(String, String)])
         case timings(TransferTimings)
         case end(URLError?)
     }
@@ -244,11 +245,23 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
         }
         observed.write { $0.currentRequest = request }
+        if let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe, pipe.isClaimed {
+            // A redirect that keeps the body, or an authentication round: a streamed body is never sent twice.
+            let refusal = RequestBodyPipe.notReplayable
+            return fail(
+                URLError(
+                    .requestBodyStreamExhausted,
+                    userInfo: [
+                        NSLocalizedDescriptionKey: refusal.localizedDescription, NSUnderlyingErrorKey: refusal,
+                        NSURLErrorFailingURLErrorKey: request.url as Any,
+                    ]))
+        }
         let events = CurlTransfer.Events(
             response: { [self] head in enqueue(.response(head)) },
             data: { [self] data in enqueue(.data(data)) },
             completion: { [self] error in enqueue(.end(error)) },
             uploadProgress: { [self] sent, expected in enqueue(.sent(sent, expected)) },
+            trailers: { [self] lines in enqueue(.trailers(lines)) },
             timings: { [self] timings in enqueue(.timings(timings)) },
             flush: { [self] in scheduleDrain() })
         guard
@@ -330,6 +343,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
             guard stillRunning else { return true }  // cancelled meanwhile: its completion is on its way
             flowControl.resume = { [weak engine, weak transfer] in
+                if let engine, let transfer { engine.unpause(transfer) }
+            }
+            transfer.wakeOnBody { [weak engine, weak transfer] in
                 if let engine, let transfer { engine.unpause(transfer) }
             }
             if engine.add(transfer) { return true }
@@ -417,6 +433,10 @@ final class CurlTaskDriver: @unchecked Sendable {
                 if expected >= 0 && sent >= expected { _ = observed.lifecycle.requestSent() }
             }
             sink.task(task, in: session, didSendBodyData: sent, of: expected)
+        case .trailers(let lines):
+            // A held (redirect, challenge) or replaced (304, stale) response's trailers are not the task's.
+            guard conversation.held == nil, conversation.cache?.confirmed == nil else { return }
+            sink.task(task, in: session, didReceiveTrailers: lines)
         case .timings(let timings):
             sink.task(task, in: session, didFinishCollecting: timings)
         case .end(let error):

@@ -26,6 +26,8 @@ final class CurlTransfer: @unchecked Sendable {
         var completion: (URLError?) -> Void
         /// Body bytes sent so far, and the body's size (-1 unknown).
         var uploadProgress: (Int64, Int64) -> Void
+        /// The response's trailer fields, after its body (before `completion`).
+        var trailers: ([(String, String)]) -> Void = { _ in }
         /// libcurl's timings, once the transfer ended.
         var timings: (TransferTimings) -> Void = { _ in }
         /// Sends what `response`, `data` and `completion` queued in this pass of the engine, in one piece.
@@ -53,6 +55,10 @@ final class CurlTransfer: @unchecked Sendable {
     private var timedOut = false
     private var uploadLength: Int64 = -1
     private var bodyStream: InputStream?
+    /// A body written while it is sent (the HTTP core API's streamed body), read without blocking.
+    private var bodyPipe: RequestBodyPipe?
+    /// The response's trailer lines (after its body), bounded like its head.
+    private var trailerFields: [(String, String)] = []
     /// Back-pressure towards the per-task delegate, nil when the task has none.
     let flowControl: FlowControl?
     private var bodyStreamFailed = false
@@ -184,7 +190,9 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
         let httpBody = request.httpBody
-        if httpBody == nil, let stream = request.httpBodyStream {
+        if httpBody == nil, let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe {
+            configure(pipe)
+        } else if httpBody == nil, let stream = request.httpBodyStream {
             bodyStream = stream
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
             uploadLength = length ?? -1
@@ -213,7 +221,9 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for (field, value) in request.allHTTPHeaderFields ?? [:] where !field.equalsIgnoringASCIICase("Content-Length")
+        for (field, value) in request.allHTTPHeaderFields ?? [:]
+        where !field.equalsIgnoringASCIICase("Content-Length")
+            && !(bodyPipe != nil && field.equalsIgnoringASCIICase("Transfer-Encoding"))
         {
             // libcurl writes Content-Length itself. It reads `Name:` with nothing after it as "remove this field", and
             // `Name;` as the field with an empty value.
@@ -254,7 +264,52 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
+    /// Sends `pipe` as the body: read as it is written, pausing the upload (never the engine) while nothing waits.
+    private func configure(_ pipe: RequestBodyPipe) {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_POST, 1)
+        _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, Self.readCallback)
+        _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, me)
+        guard pipe.claim() else {
+            // Used by an earlier transfer (the task driver refuses that before any I/O; this is the backstop): the
+            // transfer fails at its first read rather than send another body.
+            pipeRefused = true
+            return
+        }
+        bodyPipe = pipe
+        uploadLength = pipe.length ?? -1
+        if let length = pipe.length {
+            _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length))
+        } else {
+            // Chunked on HTTP/1.1 (libcurl's default for a POST of unknown size), with the writer's trailers.
+            _ = sk_curl_easy_setopt_trailer_callback(easy, Self.trailerCallback)
+            _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_TRAILERDATA, me)
+        }
+    }
+
+    /// Whether libcurl asked for the request trailers (it does only after a chunked HTTP/1.1 body).
+    private var trailersSent = false
+
+    /// Set when the body's pipe was used by an earlier transfer: it is never sent twice.
+    private var pipeRefused = false
+
+    /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine).
+    func wakeOnBody(_ wake: @escaping @Sendable () -> Void) {
+        bodyPipe?.onReadable = wake
+    }
+
     // MARK: - libcurl callbacks (engine thread)
+
+    /// Adds the request trailers the body's writer returned (chunked bodies).
+    private static let trailerCallback: sk_curl_trailer_callback = { list, userdata in
+        guard let list, let userdata else { return 1 }  // CURL_TRAILERFUNC_ABORT
+        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        transfer.trailersSent = true
+        for (name, value) in transfer.bodyPipe?.trailers ?? [] {
+            list.pointee = curl_slist_append(list.pointee, "\(name): \(value)")
+        }
+        return 0  // CURL_TRAILERFUNC_OK
+    }
 
     private static let headerCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
@@ -309,6 +364,20 @@ final class CurlTransfer: @unchecked Sendable {
     private static let readCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0x1000_0000 }  // CURL_READFUNC_ABORT
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        if transfer.pipeRefused {
+            transfer.bodyStreamFailed = true
+            return 0x1000_0000  // CURL_READFUNC_ABORT
+        }
+        if let pipe = transfer.bodyPipe {
+            switch pipe.read(into: buffer, count: size * count) {
+            case .bytes(let read): return read
+            case .end: return 0
+            case .wouldBlock: return 0x1000_0001  // CURL_READFUNC_PAUSE: `onReadable` unpauses
+            case .failed:
+                transfer.bodyStreamFailed = true
+                return 0x1000_0000
+            }
+        }
         if let data = transfer.bodyData {
             let length = min(size * count, data.count - transfer.bodyOffset)
             guard length > 0 else { return 0 }
@@ -395,7 +464,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Reads one line of a response head; false ends the transfer (a status line that is not one).
     private func header(_ line: UnsafeRawBufferPointer) -> Bool {
-        guard !responseDelivered else { return true }
+        guard !responseDelivered else { return trailer(line) }
         if line.starts(with: Self.statusLinePrefix) {
             // A status line (a new one after a 1xx or a 401): "HTTP/1.1 200 OK", "HTTP/1.1 200", "HTTP/2 200 ".
             guard let status = StatusLine(line) else {
@@ -434,6 +503,23 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
         }
         headerFields.append((name, value))
+        return true
+    }
+
+    /// Reads a line that came after the delivered head: a trailer field (chunked HTTP/1.1, HTTP/2).
+    private func trailer(_ line: UnsafeRawBufferPointer) -> Bool {
+        guard trailerFields.count < Self.maximumHeadFields,
+            let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0
+        else { return trailerFields.count < Self.maximumHeadFields }
+        var end = line.count
+        while end > colon + 1, [0x20, 0x09, 0x0D, 0x0A].contains(line[end - 1]) { end -= 1 }
+        var start = colon + 1
+        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
+        trailerFields.append(
+            (
+                String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
+                String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
+            ))
         return true
     }
 
@@ -512,6 +598,20 @@ final class CurlTransfer: @unchecked Sendable {
         defer { flushEvents() }
         if code == CURLE_OK {
             deliverResponseIfNeeded()
+            if let pipe = bodyPipe, !trailersSent, !pipe.trailers.isEmpty {
+                let refusal = SessionKitError.session(
+                    .requestTrailersNotSent,
+                    "The request body's trailers could not be sent: libcurl sends request trailers only after a "
+                        + "chunked HTTP/1.1 body, and this request went over HTTP/2.")
+                return events.completion(
+                    URLError(
+                        .unknown,
+                        userInfo: [
+                            NSLocalizedDescriptionKey: refusal.localizedDescription, NSUnderlyingErrorKey: refusal,
+                            NSURLErrorFailingURLErrorKey: url,
+                        ]))
+            }
+            if responseDelivered, !trailerFields.isEmpty { events.trailers(trailerFields) }
             // Whatever a parser made of the bytes, a transfer that ends well has delivered a response, or it fails.
             events.completion(responseDelivered ? nil : malformed("The transfer ended without a response head."))
         } else {
@@ -558,6 +658,18 @@ final class CurlTransfer: @unchecked Sendable {
             NSLocalizedDescriptionKey: reason,
         ]
         if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
+        if pipeRefused {
+            return URLError(
+                .requestBodyStreamExhausted,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey: RequestBodyPipe.notReplayable.localizedDescription,
+                    NSUnderlyingErrorKey: RequestBodyPipe.notReplayable,
+                ]) { $1 })
+        }
+        if bodyStreamFailed, let pipe = bodyPipe {
+            let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
+            return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+        }
         if bodyStreamFailed {
             return URLError(
                 .cannotDecodeRawData,

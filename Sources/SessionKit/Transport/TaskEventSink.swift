@@ -42,6 +42,9 @@ protocol TaskEventSink: AnyObject, Sendable {
     )
         -> CachedURLResponse?
 
+    /// The response's trailer fields arrived after its body (chunked HTTP/1.1, HTTP/2), as received.
+    func task(_ task: URLSessionTask, in session: URLSession, didReceiveTrailers trailers: [(String, String)])
+
     /// A transfer ended: libcurl's timings of it.
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
 

@@ -1,0 +1,73 @@
+import Foundation
+import HTTPTypes
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Conversions between swift-http-types' values and Foundation's at the HTTP core API's edge.
+enum HTTPTypesBridge {
+    /// `request` as a `URLRequest`: its URL from the scheme, authority and path; its fields in order, a repeated
+    /// field joined as RFC 9110 5.3 says (`Cookie` with "; ").
+    ///
+    /// - Throws: `URLError.badURL` when the request has no scheme or authority (an `OPTIONS *` or `CONNECT` request)
+    ///   or they make no URL.
+    static func urlRequest(from request: HTTPRequest) throws -> URLRequest {
+        guard let scheme = request.scheme, let authority = request.authority,
+            let url = URL(string: "\(scheme)://\(authority)\(request.path ?? "/")")
+        else {
+            throw URLError(
+                .badURL,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "The request has no URL: an HTTPRequest needs a scheme, an authority and a path."
+                ])
+        }
+        var urlRequest = URLRequest(url: url)
+        urlRequest.httpMethod = request.method.rawValue
+        var fields: [String: String] = [:]
+        var names: [String: String] = [:]  // canonical name → the spelling first met
+        for field in request.headerFields {
+            let canonical = field.name.canonicalName
+            if let name = names[canonical], let existing = fields[name] {
+                fields[name] = existing + (canonical == "cookie" ? "; " : ", ") + field.value
+            } else {
+                names[canonical] = field.name.rawName
+                fields[field.name.rawName] = field.value
+            }
+        }
+        if !fields.isEmpty { urlRequest.allHTTPHeaderFields = fields }
+        return urlRequest
+    }
+
+    /// `response` as an `HTTPResponse`.
+    ///
+    /// - Throws: `URLError.badServerResponse` for a status outside 100…999 (no transport delivers one).
+    static func response(from response: HTTPURLResponse) throws -> HTTPResponse {
+        guard (100...999).contains(response.statusCode) else {
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: response.url as Any])
+        }
+        var fields = HTTPFields()
+        for (name, value) in response.allHeaderFields {
+            guard let name = name as? String, let value = value as? String, let fieldName = HTTPField.Name(name)
+            else { continue }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        return HTTPResponse(status: .init(code: response.statusCode), headerFields: fields)
+    }
+
+    /// Field lines as received, as `HTTPFields` (a name that is not a token is dropped).
+    static func fields(from lines: [(String, String)]) -> HTTPFields {
+        var fields = HTTPFields()
+        for (name, value) in lines {
+            guard let fieldName = HTTPField.Name(name) else { continue }
+            fields.append(HTTPField(name: fieldName, value: value))
+        }
+        return fields
+    }
+
+    /// `fields` as lines (request trailers).
+    static func lines(from fields: HTTPFields) -> [(String, String)] {
+        fields.map { ($0.name.rawName, $0.value) }
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+public import HTTPTypes
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The HTTP core API: swift-http-types' `HTTPRequest` in, `HTTPResponse` out, no `URLSessionTask` to hold. The
+/// manager's interceptors, event monitors, retry policy, redirects, challenges, HTTP cache, cookies, security policy
+/// and body limits apply as to every other call.
+extension URLSessionManager {
+    /// Sends `request` and returns the whole body and the response, as swift-http-types' `URLSession.data(for:)` does.
+    /// The status is not validated: a 404 is a response.
+    ///
+    /// ```swift
+    /// let request = HTTPRequest(method: .get, scheme: "https", authority: "example.com", path: "/items")
+    /// let (data, response) = try await manager.data(for: request)
+    /// ```
+    /// - Throws: A `URLError` (`.badURL` without a scheme and authority), an adapter's or a retrier's error.
+    public func data(for request: HTTPRequest) async throws -> (Data, HTTPResponse) {
+        try await buffered(try HTTPTypesBridge.urlRequest(from: request), bodyFile: nil)
+    }
+
+    /// Sends `request` with `body` and returns the whole response body and the response.
+    ///
+    /// - Throws: As ``data(for:)``.
+    public func upload(for request: HTTPRequest, from body: Data) async throws -> (Data, HTTPResponse) {
+        var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
+        urlRequest.httpBody = body
+        return try await buffered(urlRequest, bodyFile: nil)
+    }
+
+    /// Sends `request` with the contents of the file at `fileURL` (read as it is sent, with its size as
+    /// `Content-Length`) and returns the whole response body and the response.
+    ///
+    /// - Throws: As ``data(for:)``; `URLError.fileDoesNotExist` when the file cannot be read.
+    public func upload(for request: HTTPRequest, fromFile fileURL: URL) async throws -> (Data, HTTPResponse) {
+        try await buffered(try HTTPTypesBridge.urlRequest(from: request), bodyFile: fileURL)
+    }
+
+    /// Sends `request` with `body` and hands the response to `responseHandler` as soon as its head arrived, with its
+    /// body to read as it comes; returns what the handler returns.
+    ///
+    /// Full duplex: a streamed request body (``HTTPRequestBody/stream(length:_:)``) may still be being written while
+    /// the handler reads the response (on the curl transport). Trailers go both ways: the stream's closure returns the
+    /// request's, ``HTTPResponseBody/trailers`` gives the response's. When the handler returns, a body it did not read
+    /// to its end is cancelled, and so is a request body still being written.
+    ///
+    /// ```swift
+    /// let body = HTTPRequestBody.stream { writer in
+    ///     for line in lines { try await writer.write(Data(line.utf8)) }
+    ///     return nil
+    /// }
+    /// let echoed = try await manager.perform(request, body: body) { response, body in
+    ///     var received = Data()
+    ///     for try await chunk in body { received += chunk }
+    ///     return received
+    /// }
+    /// ```
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - body: Its body, if any.
+    ///   - responseHandler: Reads the response; its error is rethrown.
+    /// - Throws: The transport's error before the head, an adapter's error, the streamed body's writer's error, or the
+    ///   handler's.
+    public func perform<Return: Sendable>(
+        _ request: HTTPRequest, body: HTTPRequestBody? = nil,
+        _ responseHandler: @Sendable (HTTPResponse, HTTPResponseBody) async throws -> Return
+    ) async throws -> Return {
+        var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
+        var bodyFile: URL?
+        var writer: Task<Void, Error>?
+        var pipe: RequestBodyPipe?
+        switch body?.source {
+        case nil:
+            break
+        case .data(let data)?:
+            urlRequest.httpBody = data
+        case .file(let url)?:
+            bodyFile = url
+        case .stream(let length, let write)?:
+            if let length { urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+            if transport == .foundation {
+                // URLSession on Linux reads a body stream synchronously on its own queue: the body is collected first.
+                let collector = RequestBodyPipe(length: length, capacity: .max)
+                _ = try await write(HTTPBodyWriter(pipe: collector))
+                urlRequest.httpBody = collector.collected()
+            } else {
+                let streamed = RequestBodyPipe(length: length)
+                urlRequest.httpBodyStream = PipeInputStream(pipe: streamed)
+                pipe = streamed
+                writer = Task {
+                    do {
+                        let trailers = try await write(HTTPBodyWriter(pipe: streamed))
+                        streamed.finish(trailers: trailers.map(HTTPTypesBridge.lines(from:)) ?? [])
+                    } catch {
+                        streamed.fail(error)
+                        throw error
+                    }
+                }
+            }
+        }
+        defer {
+            // The exchange is over (or failed): a writer still writing stops.
+            pipe?.fail(CancellationError())
+            writer?.cancel()
+        }
+        let streamed: StreamedResponse
+        do {
+            streamed = try await self.streamed(urlRequest, bodyFile: bodyFile)
+        } catch {
+            pipe?.fail(error)
+            // The writer's own failure is what ended the request: report it, not the transport's consequence.
+            if let writer, case .failure(let writerError) = await writer.result, !(writerError is CancellationError) {
+                throw writerError
+            }
+            throw error
+        }
+        let response = try HTTPTypesBridge.response(from: streamed.response)
+        return try await responseHandler(response, HTTPResponseBody(body: streamed.body))
+    }
+
+    /// Runs `request` through the pipeline with its body kept in memory (within the in-memory limit).
+    private func buffered(_ request: URLRequest, bodyFile: URL?) async throws -> (Data, HTTPResponse) {
+        let (outcome, _) = try await runPipeline(
+            request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), bodyFile: bodyFile)
+        guard let response = outcome.response as? HTTPURLResponse else {
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
+        }
+        return (outcome.data, try HTTPTypesBridge.response(from: response))
+    }
+}

@@ -1,0 +1,188 @@
+import Foundation
+
+/// A request body written while it is sent: the writer (``HTTPBodyWriter``, any Swift task) suspends while
+/// ``capacity`` bytes wait; the transfer (the engine thread) takes what is there and never waits for more, pausing
+/// instead until ``onReadable`` says bytes (or the end) arrived. The writer's trailers travel with its end.
+///
+/// Used once: a body that went out cannot be sent again (``claim()``), so a redirect or a retry that needs it fails
+/// instead of sending something else.
+final class RequestBodyPipe: @unchecked Sendable {
+    // @unchecked Sendable: every mutable field is in `state`, a `Protected` box; `onReadable` is set before the
+    // transfer starts and read under the box's lock.
+
+    /// What a read of the transfer got.
+    enum ReadResult: Equatable {
+        /// This many bytes were copied.
+        case bytes(Int)
+        /// Nothing waits yet: pause, ``onReadable`` will be called.
+        case wouldBlock
+        /// The writer finished and every byte was read.
+        case end
+        /// The writer failed (or the body was cancelled): the transfer must fail.
+        case failed
+    }
+
+    private struct State {
+        var chunks: [Data] = []
+        var offset = 0
+        var buffered = 0
+        var finished = false
+        var failure: Error?
+        var trailers: [(String, String)] = []
+        var readerWaiting = false
+        var writers: [CheckedContinuation<Void, Error>] = []
+        var claimed = false
+        var onReadable: (@Sendable () -> Void)?
+    }
+
+    /// Bytes that may wait before the writer suspends.
+    let capacity: Int
+    /// The body's length when the caller knows it (sent as `Content-Length`), nil for chunked.
+    let length: Int64?
+    private let state = Protected(State())
+
+    init(length: Int64?, capacity: Int = 256 * 1024) {
+        self.length = length
+        self.capacity = capacity
+    }
+
+    /// Called when bytes or the end arrive while the transfer waits for them (on the writer's thread).
+    var onReadable: (@Sendable () -> Void)? {
+        get { state.read { $0.onReadable } }
+        set { state.write { $0.onReadable = newValue } }
+    }
+
+    /// Marks the body as used by a transfer; false when one used it already.
+    func claim() -> Bool {
+        state.write { state -> Bool in
+            defer { state.claimed = true }
+            return !state.claimed
+        }
+    }
+
+    // MARK: - Writer
+
+    /// Appends `data`, suspending while the transfer has ``capacity`` bytes to read.
+    ///
+    /// - Throws: `CancellationError` when the calling task is cancelled, or the error that ended the body (the
+    ///   request failed or was cancelled).
+    func write(_ data: Data) async throws {
+        guard !data.isEmpty else { return }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, Error>) in
+                let (wake, outcome) = state.write { state -> ((@Sendable () -> Void)?, Result<Void, Error>?) in
+                    if let failure = state.failure { return (nil, .failure(failure)) }
+                    if state.finished { return (nil, .failure(Self.writtenAfterEnd)) }
+                    state.chunks.append(data)
+                    state.buffered += data.count
+                    let wake = state.readerWaiting ? state.onReadable : nil
+                    state.readerWaiting = false
+                    if state.buffered < capacity { return (wake, .success(())) }
+                    state.writers.append(continuation)
+                    return (wake, nil)
+                }
+                wake?()
+                if let outcome { continuation.resume(with: outcome) }
+            }
+        } onCancel: {
+            fail(CancellationError())
+        }
+    }
+
+    /// Ends the body, with `trailers` to send after it (chunked bodies and HTTP/2 only).
+    func finish(trailers: [(String, String)]) {
+        let wake = state.write { state -> (@Sendable () -> Void)? in
+            guard !state.finished, state.failure == nil else { return nil }
+            state.finished = true
+            state.trailers = trailers
+            defer { state.readerWaiting = false }
+            return state.readerWaiting ? state.onReadable : nil
+        }
+        wake?()
+    }
+
+    /// Ends the body with `error`: the transfer fails, and a writer waiting (or writing later) gets the error.
+    func fail(_ error: Error) {
+        let (writers, wake) = state.write { state -> ([CheckedContinuation<Void, Error>], (@Sendable () -> Void)?) in
+            guard state.failure == nil else { return ([], nil) }
+            state.failure = error
+            state.chunks = []
+            state.buffered = 0
+            defer { (state.writers, state.readerWaiting) = ([], false) }
+            return (state.writers, state.readerWaiting ? state.onReadable : nil)
+        }
+        for writer in writers { writer.resume(throwing: error) }
+        wake?()
+    }
+
+    // MARK: - Transfer (engine thread)
+
+    /// Copies up to `count` waiting bytes to `buffer`.
+    func read(into buffer: UnsafeMutableRawPointer, count: Int) -> ReadResult {
+        let (result, resumed) = state.write { state -> (ReadResult, [CheckedContinuation<Void, Error>]) in
+            if state.failure != nil { return (.failed, []) }
+            var copied = 0
+            while copied < count, let first = state.chunks.first {
+                let available = first.count - state.offset
+                let take = min(available, count - copied)
+                first.withUnsafeBytes { bytes in
+                    if let base = bytes.baseAddress {
+                        (buffer + copied).copyMemory(from: base + state.offset, byteCount: take)
+                    }
+                }
+                copied += take
+                state.offset += take
+                if state.offset == first.count {
+                    state.chunks.removeFirst()
+                    state.offset = 0
+                }
+            }
+            state.buffered -= copied
+            var resumed: [CheckedContinuation<Void, Error>] = []
+            if state.buffered < capacity {
+                resumed = state.writers
+                state.writers = []
+            }
+            if copied > 0 { return (.bytes(copied), resumed) }
+            if state.finished { return (.end, resumed) }
+            state.readerWaiting = true
+            return (.wouldBlock, resumed)
+        }
+        for writer in resumed { writer.resume() }
+        return result
+    }
+
+    private static var writtenAfterEnd: NSError {
+        SessionKitError.session(
+            .streamedBodyUnavailable, "The request body was written after its writing closure returned.")
+    }
+
+    /// The error of a body needed a second time.
+    static var notReplayable: NSError {
+        SessionKitError.session(
+            .streamedBodyUnavailable,
+            "The streamed request body was needed again (a redirect that keeps the body, an authentication round or a "
+                + "retry) and is never sent twice; send it with a .data or .file body to allow that.")
+    }
+
+    /// Every byte written so far, taken out of the pipe (a body collected before it is sent).
+    func collected() -> Data {
+        state.write { state -> Data in
+            var data = Data(capacity: state.buffered)
+            for (index, chunk) in state.chunks.enumerated() {
+                data.append(index == 0 ? chunk.dropFirst(state.offset) : chunk)
+            }
+            (state.chunks, state.offset, state.buffered) = ([], 0, 0)
+            return data
+        }
+    }
+
+    /// Whether a transfer used the body already.
+    var isClaimed: Bool { state.read { $0.claimed } }
+
+    /// The error that ended the body, if one did.
+    var failure: Error? { state.read { $0.failure } }
+
+    /// The trailers the writer gave with its end.
+    var trailers: [(String, String)] { state.read { $0.trailers } }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import HTTPTypes
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The HTTP core API (`data(for:)`, `upload(for:…)`, `perform(_:body:_:)`): HTTPTypes in and out, against the loopback
+/// server, on both transports; full duplex and trailers on the curl transport, over HTTP/1.1 and HTTP/2.
+final class HTTPCoreAPITests: LoopbackTestCase {
+    private func request(
+        _ method: HTTPRequest.Method = .get, _ path: String, on server: LoopbackServer? = nil, scheme: String = "http",
+        fields: HTTPFields = [:]
+    ) -> HTTPRequest {
+        let server = server ?? self.server!
+        let host = scheme == "https" ? "localhost" : "127.0.0.1"
+        return HTTPRequest(
+            method: method, scheme: scheme, authority: "\(host):\(server.port)", path: path, headerFields: fields)
+    }
+
+    private func json(_ data: Data) throws -> [String: Any] {
+        try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    /// A curl manager speaking HTTP/2 to `server` (TLS, the test root pinned).
+    private func http2Manager() throws -> URLSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = .curl
+        let policy = SecurityPolicy(
+            pinningMode: .certificate,
+            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
+        policy.allowInvalidCertificates = true
+        manager.securityPolicy = policy
+        return manager
+    }
+
+    // MARK: - Buffered
+
+    func testDataForAnHTTPRequestReturnsTheBodyAndAnHTTPResponse() async throws {
+        let manager = makeManager()
+        var fields = HTTPFields()
+        fields[HTTPField.Name("X-Test")!] = "core"
+        fields.append(HTTPField(name: .cookie, value: "a=1"))
+        fields.append(HTTPField(name: .cookie, value: "b=2"))
+        let (data, response) = try await manager.data(for: request(.get, "/get?x=1", fields: fields))
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(response.headerFields[.contentType], "application/json")
+        let echoed = try json(data)
+        XCTAssertEqual((echoed["headers"] as? [String: String])?["X-Test"], "core")
+        XCTAssertEqual((echoed["args"] as? [String: String])?["x"], "1")
+        let cookie = server.requests.last?.headers.first { $0.name.lowercased() == "cookie" }?.value
+        XCTAssertEqual(cookie, "a=1; b=2", "repeated Cookie fields joined as RFC 9110 says")
+        let (_, missing) = try await manager.data(for: request(.get, "/status/404"))
+        XCTAssertEqual(missing.status.code, 404, "a status is a response, not an error")
+    }
+
+    func testUploadFromDataAndFromFile() async throws {
+        let manager = makeManager()
+        let text: HTTPFields = [.contentType: "text/plain"]
+        let (data, response) = try await manager.upload(
+            for: request(.post, "/post", fields: text), from: Data("in memory".utf8))
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(try json(data)["data"] as? String, "in memory")
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-core-\(UUID())")
+        try Data("from a file".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let (fileData, _) = try await manager.upload(for: request(.put, "/put", fields: text), fromFile: file)
+        XCTAssertEqual(try json(fileData)["data"] as? String, "from a file")
+    }
+
+    func testARequestWithoutAnAuthorityFailsWithBadURL() async throws {
+        let manager = makeManager()
+        let noAuthority = HTTPRequest(method: .get, scheme: "http", authority: nil, path: "/get")
+        do {
+            _ = try await manager.data(for: noAuthority)
+            XCTFail("sent without an authority")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .badURL, "\(error)")
+        }
+    }
+
+    func testEventMonitorsSeeHTTPCoreRequests() async throws {
+        let manager = makeManager()
+        let monitor = RecordingCoreMonitor()
+        manager.eventMonitors = [monitor]
+        _ = try await manager.data(for: request(.get, "/get"))
+        try await manager.perform(request(.get, "/bytes/10")) { _, body in
+            for try await _ in body {}
+        }
+        // A streamed request finishes once its task completed, just after the body's end: a bounded wait.
+        for _ in 0..<250 where monitor.finished.wrappedValue.count < 2 { try await Task.sleep(nanoseconds: 20_000_000) }
+        monitor.queue.sync {}  // the monitor's events are delivered on its queue
+        XCTAssertEqual(monitor.finished.wrappedValue.count, 2, "each HTTP core request, created and finished")
+    }
+
+    // MARK: - Streamed
+
+    func testPerformStreamsTheResponseBody() async throws {
+        let manager = makeManager()
+        let (status, count) = try await manager.perform(request(.get, "/stream-bytes/200000?chunk_size=10000")) {
+            response, body in
+            var count = 0
+            var chunks = 0
+            for try await chunk in body {
+                count += chunk.count
+                chunks += 1
+            }
+            XCTAssertGreaterThan(chunks, 1, "read as it arrives")
+            return (response.status.code, count)
+        }
+        XCTAssertEqual(status, 200)
+        XCTAssertEqual(count, 200_000)
+    }
+
+    func testStreamedRequestBodyIsSentWithAndWithoutALength() async throws {
+        let manager = makeManager()
+        for length: Int64? in [nil, 12] {
+            let body = HTTPRequestBody.stream(length: length) { writer in
+                try await writer.write(Data("hello ".utf8))
+                try await writer.write(Data("world!".utf8))
+                return nil
+            }
+            let post = request(.post, "/post", fields: [.contentType: "text/plain"])
+            let echoed = try await manager.perform(post, body: body) { _, body in
+                var data = Data()
+                for try await chunk in body { data += chunk }
+                return data
+            }
+            XCTAssertEqual(try json(echoed)["data"] as? String, "hello world!", "length \(String(describing: length))")
+        }
+    }
+
+    func testAWriterErrorFailsTheRequestWithThatError() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "the Foundation transport collects the body first")
+        struct Refused: Error {}
+        let manager = makeManager()
+        let body = HTTPRequestBody.stream { writer in
+            try await writer.write(Data("partial".utf8))
+            throw Refused()
+        }
+        do {
+            try await manager.perform(request(.post, "/post"), body: body) { _, body in
+                for try await _ in body {}
+            }
+            XCTFail("the writer's failure was not reported")
+        } catch {
+            XCTAssertTrue(error is Refused || (error as? URLError)?.code == .cancelled, "\(error)")
+        }
+    }
+
+    func testStreamedBodyIsNeverSentTwiceByA307() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "the Foundation transport collects the body first")
+        let manager = makeManager()
+        let body = HTTPRequestBody.stream { writer in
+            try await writer.write(Data("once".utf8))
+            return nil
+        }
+        do {
+            try await manager.perform(request(.post, "/redirect-to?url=/post&status_code=307"), body: body) { _, _ in }
+            XCTFail("a 307 was followed with a streamed body")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .requestBodyStreamExhausted, "\(error)")
+        }
+        XCTAssertEqual(server.requests.filter { $0.path == "/post" }.count, 0, "nothing else was sent in its place")
+    }
+
+    // MARK: - Full duplex and trailers (curl transport)
+
+    /// Writes `count` chunks, each only once the previous one came back: possible only if the response is read while
+    /// the request body is still being written.
+    private func duplexRoundTrip(
+        _ manager: URLSessionManager, _ request: HTTPRequest, count: Int,
+        trailers: HTTPFields? = [HTTPField.Name("X-Sum")!: "sum"]
+    ) async throws -> (Data, HTTPFields?) {
+        let echoed = AsyncStream<Int>.makeStream()
+        let body = HTTPRequestBody.stream { writer in
+            var iterator = echoed.stream.makeAsyncIterator()
+            for index in 0..<count {
+                try await writer.write(Data("chunk-\(index);".utf8))
+                guard await iterator.next() != nil else { break }  // the echo of this chunk arrived
+            }
+            return trailers.map { fields in
+                var fields = fields
+                fields[HTTPField.Name("X-Sum")!] = "\(count)"
+                return fields
+            }
+        }
+        return try await manager.perform(request, body: body) { response, body in
+            XCTAssertEqual(response.status, .ok)
+            var received = Data()
+            var expected = 0
+            for try await chunk in body {
+                received += chunk
+                // Each complete chunk echoed lets the writer send the next.
+                while String(decoding: received, as: UTF8.self).contains("chunk-\(expected);") {
+                    echoed.continuation.yield(expected)
+                    expected += 1
+                }
+            }
+            echoed.continuation.finish()
+            return (received, try await body.trailers)
+        }
+    }
+
+    func testFullDuplexEchoInterleavesChunkByChunkWithTrailersBothWaysOverHTTP1() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "full duplex is the curl transport's")
+        let manager = makeManager()
+        let (received, trailers) = try await duplexRoundTrip(manager, request(.post, "/duplex"), count: 20)
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), (0..<20).map { "chunk-\($0);" }.joined())
+        XCTAssertEqual(trailers?[HTTPField.Name("x-echo-x-sum")!], "20", "the request's trailers reached the server")
+        XCTAssertEqual(trailers?[HTTPField.Name("x-received-bytes")!], "\(received.count)")
+    }
+
+    func testFullDuplexEchoInterleavesChunkByChunkOverHTTP2() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "full duplex is the curl transport's")
+        let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await tls.shutdown() } }
+        let manager = try http2Manager()
+        let (received, trailers) = try await duplexRoundTrip(
+            manager, request(.post, "/duplex", on: tls, scheme: "https"), count: 20, trailers: nil)
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), (0..<20).map { "chunk-\($0);" }.joined())
+        XCTAssertEqual(trailers?[HTTPField.Name("x-received-bytes")!], "\(received.count)", "the response's trailers")
+        XCTAssertEqual(tls.requests.last?.httpVersion, "HTTP/2.0")
+    }
+
+    func testRequestTrailersOverHTTP2FailInsteadOfBeingDropped() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "full duplex is the curl transport's")
+        let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await tls.shutdown() } }
+        do {
+            _ = try await duplexRoundTrip(
+                try http2Manager(), request(.post, "/duplex", on: tls, scheme: "https"), count: 2)
+            XCTFail("request trailers were dropped without an error")
+        } catch {
+            let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            XCTAssertEqual(underlying?.code, SessionKitError.Code.requestTrailersNotSent.rawValue, "\(error)")
+        }
+    }
+
+    func testResponseTrailersAreReadOverHTTP1AndHTTP2() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "URLSession on Linux drops trailers")
+        let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await tls.shutdown() } }
+        let cases: [(URLSessionManager, HTTPRequest)] = [
+            (makeManager(), request(.get, "/trailers")),
+            (try http2Manager(), request(.get, "/trailers", on: tls, scheme: "https")),
+        ]
+        for (manager, request) in cases {
+            let (body, trailers) = try await manager.perform(request) { _, body in
+                var data = Data()
+                for try await chunk in body { data += chunk }
+                return (data, try await body.trailers)
+            }
+            XCTAssertEqual(String(decoding: body, as: UTF8.self), "payload")
+            XCTAssertEqual(trailers?[HTTPField.Name("x-checksum")!], "7", "\(request)")
+            XCTAssertEqual(trailers?[HTTPField.Name("x-count")!], "1")
+        }
+        let (_, none) = try await makeManager().perform(request(.get, "/bytes/5")) { _, body in
+            for try await _ in body {}
+            return ((), try await body.trailers)
+        }
+        XCTAssertNil(none, "no trailers: nil")
+    }
+}
+
+/// Counts the requests an event monitor saw finish.
+private final class RecordingCoreMonitor: EventMonitor, @unchecked Sendable {
+    // @unchecked Sendable: `finished` is a lock-protected box.
+    let queue = DispatchQueue(label: "test.core-monitor")
+    let finished = LockedBox<[Error?]>([])
+
+    func requestDidFinish(_ request: SessionRequest, error: Error?) {
+        finished.write { $0.append(error) }
+    }
+}
