@@ -28,6 +28,9 @@ public final class EchoServer: @unchecked Sendable {
         /// Writes these bytes once the connection is up, then shuts its write side (`shutdown(SHUT_WR)`, a half-close:
         /// the client reads the end of stream) and keeps reading.
         case sendThenHalfClose(Data)
+        /// Writes this many bytes once the connection is up, in 64 KiB writes each made once the socket took the one
+        /// before (the server holds one at a time), then closes: a long download.
+        case stream(byteCount: Int)
         /// Never writes.
         case silent
         /// Never reads nor writes: what a client sends fills the socket buffers.
@@ -157,11 +160,29 @@ private final class EchoHandler: ChannelInboundHandler {
             }
             return
         }
+        if case .stream(let byteCount) = behaviour {
+            let chunk = context.channel.allocator.buffer(
+                bytes: (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            Self.stream(chunk, remaining: byteCount, on: context.channel)
+            return
+        }
         guard case .send(let data, let thenClose) = behaviour else { return }
         let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data)))
         if thenClose {
             let channel = context.channel
             written.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// Writes `remaining` bytes of `chunk` repeated, one write at a time, then closes.
+    private static func stream(_ chunk: ByteBuffer, remaining: Int, on channel: Channel) {
+        guard remaining > 0 else { return channel.close(promise: nil) }
+        let count = min(remaining, chunk.readableBytes)
+        let piece = chunk.getSlice(at: chunk.readerIndex, length: count) ?? chunk
+        channel.writeAndFlush(piece).whenComplete { result in
+            guard case .success = result else { return channel.close(promise: nil) }
+            // A write the socket took at once completes inline: a new event loop task keeps the stack flat.
+            channel.eventLoop.execute { stream(chunk, remaining: remaining - count, on: channel) }
         }
     }
 

@@ -113,7 +113,7 @@ struct StreamLifecycle {
     private var reads: [Entry<Read>] = []
     private var writes: [Entry<Write>] = []
     /// Bytes received and not yet handed to a read.
-    private var inbox = Data()
+    private var inbox = StreamInbox()
     private var endOfStream = false
     private var readClosed = false
     private var writeClosed = false
@@ -412,12 +412,10 @@ struct StreamLifecycle {
                     continue
                 }
                 guard inbox.count >= max(read.minimum, 1) || endOfStream else { return }
-                let count = min(read.maximum, inbox.count)
-                let data = inbox.prefix(count)
-                inbox.removeFirst(count)
+                let data = inbox.removeFirst(min(read.maximum, inbox.count))
                 reads.removeFirst()
                 step.completions.append(
-                    .read(id: read.id, data: Data(data), atEOF: endOfStream && inbox.isEmpty, error: nil))
+                    .read(id: read.id, data: data, atEOF: endOfStream && inbox.isEmpty, error: nil))
             }
         }
         if endOfStream && inbox.isEmpty { markReadClosed(into: &step) }
@@ -443,7 +441,7 @@ struct StreamLifecycle {
         }
         reads.removeAll()
         writes.removeAll()
-        inbox = Data()
+        inbox.removeAll()
         phase = .ended(error)
         step.completions.append(.finished(error))
         step.wake = true

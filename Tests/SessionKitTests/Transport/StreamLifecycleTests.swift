@@ -249,4 +249,35 @@ final class StreamLifecycleTests: XCTestCase {
             text(lifecycle.expire(now: 100).completions), ["write 1 error -1001", "finished error -1001"],
             "OpenSSL holds a record of it: the next write would send it")
     }
+
+    func testTheInboxLetsGoOfWhatWasReadSoItHoldsAboutTheUnreadBytes() {
+        var inbox = StreamInbox()
+        let chunk = Data(repeating: 7, count: 65_536)
+        // 64 MiB through it, read in pieces that do not line up with what came: a few unread bytes all along.
+        inbox.append(chunk.prefix(16_384))
+        for _ in 0..<1_024 {
+            inbox.append(chunk)
+            XCTAssertEqual(inbox.removeFirst(65_536).count, 65_536)
+            XCTAssertLessThanOrEqual(inbox.retainedByteCount, 3 * 65_536, "what was read is let go")
+        }
+        XCTAssertEqual(inbox.count, 16_384)
+        XCTAssertEqual(inbox.removeFirst(20_000).count, 16_384, "at most what is there")
+        XCTAssertEqual(inbox.retainedByteCount, 0, "an emptied inbox holds nothing")
+
+        // More comes than is read: bytes read stay at most as many as the unread ones, not copied at every read.
+        for _ in 0..<1_024 {
+            inbox.append(chunk)
+            inbox.append(chunk.prefix(32_768))
+            _ = inbox.removeFirst(65_536)
+            XCTAssertLessThanOrEqual(inbox.retainedByteCount, inbox.count + max(65_536, inbox.count))
+        }
+        XCTAssertEqual(inbox.count, 1_024 * 32_768, "every unread byte is kept")
+
+        var ordered = StreamInbox()
+        ordered.append(Data("abc".utf8))
+        XCTAssertEqual(ordered.removeFirst(1), Data("a".utf8))
+        ordered.append(Data("de".utf8))
+        XCTAssertEqual(ordered.removeFirst(10), Data("bcde".utf8), "in order")
+    }
+
 }

@@ -603,6 +603,52 @@ final class StreamTaskTests: XCTestCase {
         _ = await observer.completion(of: task)
     }
 
+    // MARK: - Memory
+
+    func testReadingReleasesConsumedBytesSoMemoryIsBoundedByUnreadBytes() async throws {
+        // A stream that kept the bytes it handed out would grow by about what it streamed after the warm-up (112 MiB).
+        let total = 128 << 20
+        let warmUp = 16 << 20
+        for readSize in [64 << 10, 4 << 20] {
+            let server = try await startServer(behaviour: .stream(byteCount: total))
+            let (manager, observer) = makeManager()
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            var received = 0
+            var baseline: Int?
+            var peak = 0
+            let started = Date()
+            for _ in 0..<(total / readSize) {
+                let (data, _, error) = try await read(task, min: readSize, max: readSize, timeout: 30)
+                XCTAssertNil(error)
+                guard let data, error == nil else { break }
+                received += data.count
+                // After the warm-up, the allocator's arenas and the socket buffers are in place.
+                let resident = try XCTUnwrap(Self.residentBytes())
+                guard received >= warmUp else { continue }
+                baseline = baseline ?? resident
+                peak = max(peak, resident)
+            }
+            XCTAssertEqual(received, total)
+            let growth = peak - (baseline ?? 0)
+            print(
+                "stream of \(total >> 20) MiB in \(readSize >> 10) KiB reads: resident memory grew by "
+                    + "\(growth >> 10) KiB after the first \(warmUp >> 20) MiB, in "
+                    + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+            XCTAssertLessThan(growth, 32 << 20, "\(readSize >> 10) KiB reads: grew by \(growth >> 20) MiB")
+            task.cancel()
+            _ = await observer.completion(of: task)
+        }
+    }
+
+    /// The process's resident memory in bytes (`/proc/self/statm`).
+    private static func residentBytes() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
     // MARK: - Async forms
 
     func testAsyncWritesAndTheChunksSequence() async throws {
