@@ -177,7 +177,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                     driver.engineUpdate { $0.handle(.sendBlocked) }
                 }
             case .handshake:
-                if let event = handshakeStep() {
+                if let event = handshakeStep(now: now) {
                     driver.engineUpdate { $0.handle(event) }
                 } else {
                     (readBlocked, writeBlocked) = (true, true)
@@ -201,8 +201,8 @@ final class CurlStreamConnection: @unchecked Sendable {
         }
     }
 
-    /// One step of the upgrade's handshake: nil while it waits for the socket.
-    private func handshakeStep() -> StreamLifecycle.IOEvent? {
+    /// One step of the upgrade's handshake: nil while it waits for the socket. `now` starts its deadline.
+    private func handshakeStep(now: UInt64) -> StreamLifecycle.IOEvent? {
         if upgrade == nil {
             // The server speaks TLS only after our ClientHello: a byte already waiting in the socket came in plain
             // text before the handshake, and must not be taken for part of it (STARTTLS injection).
@@ -215,6 +215,7 @@ final class CurlStreamConnection: @unchecked Sendable {
             guard upgrade != nil else {
                 return .failed(StreamLifecycle.error(.secureConnectionFailed, "OpenSSL could not be set up."))
             }
+            driver?.engineUpdate { $0.handle(.handshakeStarted(at: now)) }
         }
         switch upgrade?.handshake() {
         case .done:

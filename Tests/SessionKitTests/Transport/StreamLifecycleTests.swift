@@ -280,4 +280,33 @@ final class StreamLifecycleTests: XCTestCase {
         XCTAssertEqual(ordered.removeFirst(10), Data("bcde".utf8), "in order")
     }
 
+    func testAnUpgradeHandshakePastTheRequestTimeoutEndsTheTaskWithTimedOut() {
+        var lifecycle = Lifecycle(handshakeTimeout: 2)
+        _ = lifecycle.resume()
+        _ = lifecycle.write(write(1, "STARTTLS"))
+        _ = lifecycle.connected(nil)
+        _ = lifecycle.handle(.sent(8))
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = lifecycle.write(write(2, "secret"))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .handshake)
+        XCTAssertNil(lifecycle.nextDeadline, "no operation has a deadline")
+        _ = lifecycle.handle(.handshakeStarted(at: 1_000))
+        XCTAssertEqual(lifecycle.nextDeadline, 2_000_001_000, "the handshake has one: the engine wakes for it")
+        XCTAssertEqual(text(lifecycle.expire(now: 2_000_000_999).completions), [])
+        XCTAssertEqual(
+            text(lifecycle.expire(now: 2_000_001_000).completions), ["write 2 error -1001", "finished error -1001"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release)
+
+        var secured = Lifecycle(handshakeTimeout: 2)
+        _ = secured.resume()
+        _ = secured.write(write(1, "STARTTLS"))
+        _ = secured.connected(nil)
+        _ = secured.handle(.sent(8))
+        _ = secured.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = secured.handle(.handshakeStarted(at: 1_000))
+        _ = secured.handle(.secured)
+        XCTAssertNil(secured.nextDeadline)
+        XCTAssertEqual(text(secured.expire(now: 3_000_000_000).completions), [], "a done handshake has no deadline")
+    }
+
 }

@@ -80,9 +80,11 @@ final class StreamTaskTests: XCTestCase {
 
     private static let queueKey = DispatchSpecificKey<String>()
 
-    private func makeManager(policy: SecurityPolicy? = nil) -> (URLSessionManager, Observer) {
+    private func makeManager(
+        policy: SecurityPolicy? = nil, requestTimeout: TimeInterval = 10
+    ) -> (URLSessionManager, Observer) {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
+        configuration.timeoutIntervalForRequest = requestTimeout
         let manager = URLSessionManager(sessionConfiguration: configuration)
         manager.transport = LoopbackTestCase.testTransport
         if let policy { manager.securityPolicy = policy }
@@ -601,6 +603,29 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
         task.cancel()
         _ = await observer.completion(of: task)
+    }
+
+    func testStartTLSHandshakeThatPeerNeverAnswersTimesOut() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager(requestTimeout: 1)
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        task.startSecureConnection()
+        // Without an operation timeout, only the handshake's deadline (the request timeout) can end the wait.
+        let secureWrite = OnceBox<Error?>()
+        let started = Date()
+        task.write(Data("secret".utf8), timeout: 0) { error in secureWrite.resolve(error) }
+        let error = try await secureWrite.value(timeout: 8, file: #filePath, line: #line) as? URLError
+        XCTAssertEqual(error?.code, .timedOut)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.9, "not before the request timeout")
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .timedOut)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+        let received = server.connections.first?.received ?? Data()
+        XCTAssertGreaterThan(received.count, "STARTTLS\n".utf8.count, "the ClientHello went out")
+        XCTAssertNil(received.range(of: Data("secret".utf8)), "nothing of the write after the upgrade")
     }
 
     // MARK: - Memory
