@@ -184,10 +184,7 @@ final class CurlStreamConnection: @unchecked Sendable {
                 }
             case .shutdownWrite:
                 upgrade?.close()
-                let event: StreamLifecycle.IOEvent =
-                    shutdown(socket, Int32(SHUT_WR)) == 0
-                    ? .shutDownWrite
-                    : .failed(StreamLifecycle.error(.networkConnectionLost, "The write side could not be shut down."))
+                let event = shutdownWrite()
                 driver.engineUpdate { $0.handle(event) }
             }
         }
@@ -199,6 +196,21 @@ final class CurlStreamConnection: @unchecked Sendable {
             if lifecycle.wantsWritable { interest.events |= sk_curl_wait_pollout }
             return interest
         }
+    }
+
+    /// Shuts the socket's write side. After the peer's orderly close, the upgrade's `close_notify` (or any byte sent
+    /// since) reaches a closed socket, whose reset makes the shutdown fail, in a race with it: that close follows the
+    /// peer's end of stream and is no error. Only a connection broken without the peer's end fails the task.
+    private func shutdownWrite() -> StreamLifecycle.IOEvent {
+        guard shutdown(socket, Int32(SHUT_WR)) != 0 else { return .shutDownWrite }
+        let reason = String(cString: strerror(errno))
+        let failure = StreamLifecycle.error(.networkConnectionLost, "The write side could not be shut down: \(reason).")
+        // The kernel still holds what came before a reset: nothing left but the peer's end reads as 0, unread bytes
+        // (its last data, its close_notify) leave the answer to the reads after them.
+        var byte: UInt8 = 0
+        let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if peeked == 0 { return .shutDownWrite }
+        return peeked > 0 ? .writeShutdownFailed(failure) : .failed(failure)
     }
 
     /// One step of the upgrade's handshake: nil while it waits for the socket. `now` starts its deadline.

@@ -100,7 +100,8 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
     public func closeRead() { driver.closeRead() }
 
     /// Shuts the write side (`SHUT_WR`, the peer sees the end of stream) once the writes queued before were sent;
-    /// later writes fail.
+    /// later writes fail. After the peer's own close (its end of stream read, or waiting to be read), this is the
+    /// end of the write side, not an error, even when the peer's system answers the TLS close alert with a reset.
     public func closeWrite() { driver.closeWrite() }
 
     /// Makes the stream TLS, with the manager's ``SecurityPolicy`` deciding in the handshake.

@@ -97,6 +97,10 @@ struct StreamLifecycle {
         /// Sending the first write would have blocked.
         case sendBlocked
         case shutDownWrite
+        /// Shutting the write side failed with bytes still unread: after the peer's close, a byte sent to it (the
+        /// upgrade's `close_notify`) is answered with a reset, which makes the shutdown fail. The read side tells
+        /// which it was: the peer's end of stream behind those bytes, or a broken connection.
+        case writeShutdownFailed(URLError)
         /// The upgrade's handshake started at this time (monotonic nanoseconds): its deadline runs from then.
         case handshakeStarted(at: UInt64)
         /// The upgrade's handshake completed: the stream is TLS from now on.
@@ -366,6 +370,10 @@ struct StreamLifecycle {
                 writes[0] = .operation(write)
             }
             return Step()
+        case .writeShutdownFailed(let error):
+            // Bytes the user gave up reading (`closeRead`) cannot tell the peer's end from a broken connection.
+            guard endOfStream || !readClosedByUser else { return end(with: error) }
+            return handle(.shutDownWrite)
         case .shutDownWrite:
             if writes.first == .close { writes.removeFirst() }
             writeClosed = true

@@ -309,4 +309,31 @@ final class StreamLifecycleTests: XCTestCase {
         XCTAssertEqual(text(secured.expire(now: 3_000_000_000).completions), [], "a done handshake has no deadline")
     }
 
+    func testAWriteShutdownFailingWithBytesUnreadLeavesTheEndToTheReads() {
+        let failure = URLError(.networkConnectionLost)
+        var lifecycle = open()
+        _ = lifecycle.closeWrite()
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .shutdownWrite)
+        XCTAssertEqual(text(lifecycle.handle(.writeShutdownFailed(failure)).completions), ["writeClosed"])
+        _ = lifecycle.read(read(1, min: 10))
+        _ = lifecycle.handle(.received(Data("bye".utf8)))
+        XCTAssertEqual(
+            text(lifecycle.handle(.endOfStream).completions), ["read 1 \"bye\" eof", "readClosed", "finished"],
+            "the peer had ended: both directions closed, no error")
+
+        var broken = open()
+        _ = broken.closeWrite()
+        _ = broken.handle(.writeShutdownFailed(failure))
+        _ = broken.read(read(1))
+        XCTAssertEqual(
+            text(broken.handle(.failed(failure)).completions), ["read 1 nil error -1005", "finished error -1005"],
+            "the reads find the broken connection")
+
+        var notReading = open()
+        _ = notReading.closeRead()
+        _ = notReading.closeWrite()
+        XCTAssertEqual(
+            text(notReading.handle(.writeShutdownFailed(failure)).completions), ["finished error -1005"],
+            "with the reads closed, nothing can tell the peer's end")
+    }
 }

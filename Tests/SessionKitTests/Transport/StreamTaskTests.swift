@@ -628,6 +628,79 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertNil(received.range(of: Data("secret".utf8)), "nothing of the write after the upgrade")
     }
 
+    func testCloseWriteAfterPeerClosedIsEndOfStreamNotError() async throws {
+        // The server says goodbye and closes, and the client's goodbye is answered with a reset, as a closed
+        // socket's is (an upgraded stream's close_notify is, racing with the shutdown): here the reset is always in
+        // the client's socket before it closes.
+        let goodbye = Data("bye".utf8)
+        let server = try await startServer(behaviour: .sendThenCloseResettingOnRead(goodbye))
+        let (manager, observer) = makeManager()
+        let rounds = 50
+        for round in 0..<rounds {
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            let (data, _, error) = try await read(task, min: goodbye.count, max: goodbye.count)
+            XCTAssertNil(error)
+            XCTAssertEqual(data, goodbye)
+            let clientGoodbye = try await write(task, Data("x".utf8))
+            XCTAssertNil(clientGoodbye)
+            try await waitUntil("round \(round): the server reset the connection") {
+                server.connections.count > round && server.connections[round].closed
+            }
+            let last: (data: Data?, atEOF: Bool, error: Error?)
+            if round.isMultiple(of: 2) {
+                // The client saw the end of stream, then closes.
+                last = try await read(task, min: 1, max: 10)
+                task.closeWrite()
+            } else {
+                // The client closes with a read pending: the read still gets the end of stream.
+                let pending = OnceBox<(data: Data?, atEOF: Bool, error: Error?)>()
+                task.readData(ofMinLength: 1, maxLength: 10, timeout: 10) { data, atEOF, error in
+                    pending.resolve((data, atEOF, error))
+                }
+                task.closeWrite()
+                last = try await pending.value(timeout: 10, file: #filePath, line: #line)
+            }
+            XCTAssertNil(last.error, "round \(round)")
+            XCTAssertTrue(last.atEOF, "round \(round)")
+            XCTAssertEqual(last.data ?? Data(), Data(), "round \(round)")
+            let completion = await observer.completion(of: task)
+            XCTAssertNil(completion, "round \(round): \(String(describing: completion))")
+        }
+        XCTAssertEqual(observer.writeClosed, rounds)
+        XCTAssertEqual(observer.readClosed, rounds)
+    }
+
+    func testCloseWriteOfAnUpgradedStreamAfterPeerClosedIsEndOfStreamNotError() async throws {
+        // The close_notify of closeWrite reaches a closed socket, whose reset races with the client's shutdown:
+        // a number of rounds lets the reset come first in some.
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let rounds = 50
+        for round in 0..<rounds {
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+            XCTAssertNil(plainWrite)
+            let (answer, _, _) = try await read(task, min: 3, max: 3)
+            XCTAssertEqual(answer, Data("GO\n".utf8))
+            task.startSecureConnection()
+            let drop = try await write(task, Data("DROP\n".utf8))
+            XCTAssertNil(drop)
+            let (data, atEOF, error) = try await read(task, min: 1, max: 10)
+            XCTAssertNil(error, "round \(round)")
+            XCTAssertEqual(data ?? Data(), Data())
+            XCTAssertTrue(atEOF)
+            try await waitUntil("round \(round): the server closed") {
+                server.connections.count > round && server.connections[round].closed
+            }
+            task.closeWrite()
+            let completion = await observer.completion(of: task)
+            XCTAssertNil(completion, "round \(round): \(String(describing: completion))")
+        }
+        XCTAssertEqual(observer.writeClosed, rounds)
+    }
+
     // MARK: - Memory
 
     func testReadingReleasesConsumedBytesSoMemoryIsBoundedByUnreadBytes() async throws {
@@ -672,6 +745,14 @@ final class StreamTaskTests: XCTestCase {
         let fields = text.split(separator: " ")
         guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Waits until `condition` holds, 5 s at most.
+    private func waitUntil(
+        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
+    ) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
     }
 
     // MARK: - Async forms
