@@ -28,6 +28,14 @@ public final class EchoServer: @unchecked Sendable {
         /// Writes these bytes once the connection is up, then shuts its write side (`shutdown(SHUT_WR)`, a half-close:
         /// the client reads the end of stream) and keeps reading.
         case sendThenHalfClose(Data)
+        /// Writes these bytes once the connection is up and closes its write side (the client reads the end of
+        /// stream), then answers the first bytes the client sends with a reset (`SO_LINGER` 0), as a closed socket's
+        /// system does: what a client finds after its last message (a goodbye, a TLS `close_notify`) reached a peer
+        /// that had closed.
+        case sendThenCloseResettingOnRead(Data)
+        /// Writes this many bytes once the connection is up, in 64 KiB writes each made once the socket took the one
+        /// before (the server holds one at a time), then closes: a long download.
+        case stream(byteCount: Int)
         /// Never writes.
         case silent
         /// Never reads nor writes: what a client sends fills the socket buffers.
@@ -157,11 +165,36 @@ private final class EchoHandler: ChannelInboundHandler {
             }
             return
         }
+        if case .sendThenCloseResettingOnRead(let data) = behaviour {
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(channel.allocator.buffer(bytes: data))).whenComplete { _ in
+                channel.close(mode: .output, promise: nil)
+            }
+            return
+        }
+        if case .stream(let byteCount) = behaviour {
+            let chunk = context.channel.allocator.buffer(
+                bytes: (0..<65_536).map { UInt8(truncatingIfNeeded: $0 &* 31) })
+            Self.stream(chunk, remaining: byteCount, on: context.channel)
+            return
+        }
         guard case .send(let data, let thenClose) = behaviour else { return }
         let written = context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: data)))
         if thenClose {
             let channel = context.channel
             written.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+
+    /// Writes `remaining` bytes of `chunk` repeated, one write at a time, then closes.
+    private static func stream(_ chunk: ByteBuffer, remaining: Int, on channel: Channel) {
+        guard remaining > 0 else { return channel.close(promise: nil) }
+        let count = min(remaining, chunk.readableBytes)
+        let piece = chunk.getSlice(at: chunk.readerIndex, length: count) ?? chunk
+        channel.writeAndFlush(piece).whenComplete { result in
+            guard case .success = result else { return channel.close(promise: nil) }
+            // A write the socket took at once completes inline: a new event loop task keeps the stack flat.
+            channel.eventLoop.execute { stream(chunk, remaining: remaining - count, on: channel) }
         }
     }
 
@@ -182,6 +215,13 @@ private final class EchoHandler: ChannelInboundHandler {
             } catch {
                 context.close(promise: nil)
             }
+            return
+        }
+        if case .sendThenCloseResettingOnRead = behaviour {
+            // With a zero linger time, closing sends a reset instead of the end of stream.
+            let channel = context.channel
+            guard let options = channel as? SocketOptionProvider else { return channel.close(promise: nil) }
+            options.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
             return
         }
         if let upgradeHandler, bytes == Data("DROP\n".utf8) {

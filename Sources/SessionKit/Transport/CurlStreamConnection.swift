@@ -177,17 +177,14 @@ final class CurlStreamConnection: @unchecked Sendable {
                     driver.engineUpdate { $0.handle(.sendBlocked) }
                 }
             case .handshake:
-                if let event = handshakeStep() {
+                if let event = handshakeStep(now: now) {
                     driver.engineUpdate { $0.handle(event) }
                 } else {
                     (readBlocked, writeBlocked) = (true, true)
                 }
             case .shutdownWrite:
                 upgrade?.close()
-                let event: StreamLifecycle.IOEvent =
-                    shutdown(socket, Int32(SHUT_WR)) == 0
-                    ? .shutDownWrite
-                    : .failed(StreamLifecycle.error(.networkConnectionLost, "The write side could not be shut down."))
+                let event = shutdownWrite()
                 driver.engineUpdate { $0.handle(event) }
             }
         }
@@ -201,8 +198,23 @@ final class CurlStreamConnection: @unchecked Sendable {
         }
     }
 
-    /// One step of the upgrade's handshake: nil while it waits for the socket.
-    private func handshakeStep() -> StreamLifecycle.IOEvent? {
+    /// Shuts the socket's write side. After the peer's orderly close, the upgrade's `close_notify` (or any byte sent
+    /// since) reaches a closed socket, whose reset makes the shutdown fail, in a race with it: that close follows the
+    /// peer's end of stream and is no error. Only a connection broken without the peer's end fails the task.
+    private func shutdownWrite() -> StreamLifecycle.IOEvent {
+        guard shutdown(socket, Int32(SHUT_WR)) != 0 else { return .shutDownWrite }
+        let reason = String(cString: strerror(errno))
+        let failure = StreamLifecycle.error(.networkConnectionLost, "The write side could not be shut down: \(reason).")
+        // The kernel still holds what came before a reset: nothing left but the peer's end reads as 0, unread bytes
+        // (its last data, its close_notify) leave the answer to the reads after them.
+        var byte: UInt8 = 0
+        let peeked = recv(socket, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if peeked == 0 { return .shutDownWrite }
+        return peeked > 0 ? .writeShutdownFailed(failure) : .failed(failure)
+    }
+
+    /// One step of the upgrade's handshake: nil while it waits for the socket. `now` starts its deadline.
+    private func handshakeStep(now: UInt64) -> StreamLifecycle.IOEvent? {
         if upgrade == nil {
             // The server speaks TLS only after our ClientHello: a byte already waiting in the socket came in plain
             // text before the handshake, and must not be taken for part of it (STARTTLS injection).
@@ -215,6 +227,7 @@ final class CurlStreamConnection: @unchecked Sendable {
             guard upgrade != nil else {
                 return .failed(StreamLifecycle.error(.secureConnectionFailed, "OpenSSL could not be set up."))
             }
+            driver?.engineUpdate { $0.handle(.handshakeStarted(at: now)) }
         }
         switch upgrade?.handshake() {
         case .done:

@@ -19,7 +19,7 @@ final class CurlStreamDriver: @unchecked Sendable {
     struct Environment: Sendable {
         let policy: SecurityPolicy
         let tlsVersions: TLSVersionRange
-        /// How long connecting may take (the configuration's request timeout).
+        /// How long connecting, and the TLS handshake of an upgrade, may take (the configuration's request timeout).
         let connectTimeout: TimeInterval
         let sink: TaskEventSink
         /// The session the manager's closures receive.
@@ -35,7 +35,7 @@ final class CurlStreamDriver: @unchecked Sendable {
     typealias WriteHandler = @Sendable (Error?) -> Void
 
     private struct State {
-        var lifecycle = StreamLifecycle()
+        var lifecycle: StreamLifecycle
         var lastOperation = 0
         var readHandlers: [Int: ReadHandler] = [:]
         var writeHandlers: [Int: WriteHandler] = [:]
@@ -55,13 +55,14 @@ final class CurlStreamDriver: @unchecked Sendable {
     weak var task: URLSessionStreamTask?
 
     private let environment: Environment
-    private let state = Protected(State())
+    private let state: Protected<State>
 
     init(taskIdentifier: Int, host: String, port: Int, environment: Environment) {
         self.taskIdentifier = taskIdentifier
         self.host = host
         self.port = port
         self.environment = environment
+        state = Protected(State(lifecycle: StreamLifecycle(handshakeTimeout: environment.connectTimeout)))
     }
 
     // MARK: - What the task reports (any thread)

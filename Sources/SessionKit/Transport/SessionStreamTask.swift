@@ -100,7 +100,8 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
     public func closeRead() { driver.closeRead() }
 
     /// Shuts the write side (`SHUT_WR`, the peer sees the end of stream) once the writes queued before were sent;
-    /// later writes fail.
+    /// later writes fail. After the peer's own close (its end of stream read, or waiting to be read), this is the
+    /// end of the write side, not an error, even when the peer's system answers the TLS close alert with a reset.
     public func closeWrite() { driver.closeWrite() }
 
     /// Makes the stream TLS, with the manager's ``SecurityPolicy`` deciding in the handshake.
@@ -109,6 +110,8 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
     /// once the reads and writes queued before it are done, over the same connection, and the operations queued after
     /// it wait for the handshake. Either way a chain the policy refuses fails the task (with the policy's
     /// `URLError`) before any byte of it is sent over TLS. A stream whose read or write side is closed cannot be
-    /// upgraded: operations queued after the call fail with `URLError.secureConnectionFailed`.
+    /// upgraded: operations queued after the call fail with `URLError.secureConnectionFailed`. The handshake may take
+    /// the configuration's `timeoutIntervalForRequest` (300 s when that is not positive), whatever the operations'
+    /// timeouts: a peer that does not answer it in time fails the task with `URLError.timedOut`.
     public func startSecureConnection() { driver.startSecureConnection() }
 }

@@ -12,7 +12,8 @@ import Foundation
 /// (`startSecureConnection` after plain operations, STARTTLS) is a barrier in both: the handshake starts once every
 /// operation queued before it is done, and the operations queued after it wait for the handshake. Every operation gets
 /// exactly one ``Completion``: when it is satisfied, when its deadline passes (`URLError.timedOut`), or when the task
-/// ends (cancelled, failed). The task ends once: on cancel, on an error, or when both directions are closed.
+/// ends (cancelled, failed). The task ends once: on cancel, on an error (an upgrade's handshake past its deadline is
+/// one), or when both directions are closed.
 struct StreamLifecycle {
     /// Where the connection is.
     enum Phase: Equatable {
@@ -96,6 +97,12 @@ struct StreamLifecycle {
         /// Sending the first write would have blocked.
         case sendBlocked
         case shutDownWrite
+        /// Shutting the write side failed with bytes still unread: after the peer's close, a byte sent to it (the
+        /// upgrade's `close_notify`) is answered with a reset, which makes the shutdown fail. The read side tells
+        /// which it was: the peer's end of stream behind those bytes, or a broken connection.
+        case writeShutdownFailed(URLError)
+        /// The upgrade's handshake started at this time (monotonic nanoseconds): its deadline runs from then.
+        case handshakeStarted(at: UInt64)
         /// The upgrade's handshake completed: the stream is TLS from now on.
         case secured
         case failed(URLError)
@@ -113,7 +120,7 @@ struct StreamLifecycle {
     private var reads: [Entry<Read>] = []
     private var writes: [Entry<Write>] = []
     /// Bytes received and not yet handed to a read.
-    private var inbox = Data()
+    private var inbox = StreamInbox()
     private var endOfStream = false
     private var readClosed = false
     private var writeClosed = false
@@ -121,6 +128,19 @@ struct StreamLifecycle {
     private var readClosedByUser = false
     private(set) var bytesReceived: Int64 = 0
     private(set) var bytesSent: Int64 = 0
+    /// How long the TLS handshake of an upgrade may take, in nanoseconds.
+    private let handshakeTimeout: UInt64
+    /// When the running handshake of an upgrade fails with `.timedOut`: without it, a peer that never answers the
+    /// ClientHello would hold the stream and its operations forever (their own timeouts may be none).
+    private var handshakeDeadline: UInt64?
+
+    /// A lifecycle whose upgrade handshake (STARTTLS) may take `handshakeTimeout` seconds, as libcurl's connect
+    /// timeout bounds the handshake of a stream that is TLS from the start: the configuration's request timeout, or
+    /// libcurl's default of 300 s when that is not a positive number of seconds libcurl accepts.
+    init(handshakeTimeout: TimeInterval = 0) {
+        let accepted = handshakeTimeout > 0 && handshakeTimeout < TimeInterval(Int32.max / 1000)
+        self.handshakeTimeout = UInt64((accepted ? handshakeTimeout : 300) * 1e9)
+    }
 
     /// The state a `URLSessionTask` reports.
     var taskState: URLSessionTask.State {
@@ -224,9 +244,13 @@ struct StreamLifecycle {
     // MARK: - Timeouts (engine thread)
 
     /// Fails the operations whose deadline is `now` or earlier. A write that times out once part of it was sent (or,
-    /// on TLS, once OpenSSL built a record of it) ends the task: the stream would be out of step with the peer.
+    /// on TLS, once OpenSSL built a record of it) ends the task: the stream would be out of step with the peer; so
+    /// does an upgrade's handshake past its deadline, half done.
     mutating func expire(now: UInt64) -> Step {
         guard !hasEnded else { return Step() }
+        if let handshakeDeadline, handshakeDeadline <= now {
+            return end(with: Self.error(.timedOut, "The TLS handshake of the upgrade got no answer in time."))
+        }
         for entry in writes {
             guard case .operation(let write) = entry, let deadline = write.deadline, deadline <= now,
                 write.sent > 0 || (isSecure && write.blocked)
@@ -259,7 +283,7 @@ struct StreamLifecycle {
         return step
     }
 
-    /// The earliest deadline of a queued operation.
+    /// The earliest deadline of a queued operation or of the running handshake.
     var nextDeadline: UInt64? {
         let readDeadlines = reads.compactMap { entry -> UInt64? in
             if case .operation(let read) = entry { return read.deadline }
@@ -269,7 +293,7 @@ struct StreamLifecycle {
             if case .operation(let write) = entry { return write.deadline }
             return nil
         }
-        return (readDeadlines + writeDeadlines).min()
+        return (readDeadlines + writeDeadlines + [handshakeDeadline].compactMap { $0 }).min()
     }
 
     // MARK: - The connection (engine thread)
@@ -332,16 +356,24 @@ struct StreamLifecycle {
                 write.sent += count
                 writes[0] = .operation(write)
             }
+        case .handshakeStarted(let now):
+            handshakeDeadline = handshakeDeadline ?? now + handshakeTimeout
+            return Step()
         case .secured:
             if reads.first == .upgrade { reads.removeFirst() }
             if writes.first == .upgrade { writes.removeFirst() }
             isSecure = true
+            handshakeDeadline = nil
         case .sendBlocked:
             if case .operation(var write)? = writes.first, !write.blocked {
                 write.blocked = true
                 writes[0] = .operation(write)
             }
             return Step()
+        case .writeShutdownFailed(let error):
+            // Bytes the user gave up reading (`closeRead`) cannot tell the peer's end from a broken connection.
+            guard endOfStream || !readClosedByUser else { return end(with: error) }
+            return handle(.shutDownWrite)
         case .shutDownWrite:
             if writes.first == .close { writes.removeFirst() }
             writeClosed = true
@@ -412,12 +444,10 @@ struct StreamLifecycle {
                     continue
                 }
                 guard inbox.count >= max(read.minimum, 1) || endOfStream else { return }
-                let count = min(read.maximum, inbox.count)
-                let data = inbox.prefix(count)
-                inbox.removeFirst(count)
+                let data = inbox.removeFirst(min(read.maximum, inbox.count))
                 reads.removeFirst()
                 step.completions.append(
-                    .read(id: read.id, data: Data(data), atEOF: endOfStream && inbox.isEmpty, error: nil))
+                    .read(id: read.id, data: data, atEOF: endOfStream && inbox.isEmpty, error: nil))
             }
         }
         if endOfStream && inbox.isEmpty { markReadClosed(into: &step) }
@@ -443,7 +473,7 @@ struct StreamLifecycle {
         }
         reads.removeAll()
         writes.removeAll()
-        inbox = Data()
+        inbox.removeAll()
         phase = .ended(error)
         step.completions.append(.finished(error))
         step.wake = true

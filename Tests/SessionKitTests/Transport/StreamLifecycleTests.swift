@@ -249,4 +249,91 @@ final class StreamLifecycleTests: XCTestCase {
             text(lifecycle.expire(now: 100).completions), ["write 1 error -1001", "finished error -1001"],
             "OpenSSL holds a record of it: the next write would send it")
     }
+
+    func testTheInboxLetsGoOfWhatWasReadSoItHoldsAboutTheUnreadBytes() {
+        var inbox = StreamInbox()
+        let chunk = Data(repeating: 7, count: 65_536)
+        // 64 MiB through it, read in pieces that do not line up with what came: a few unread bytes all along.
+        inbox.append(chunk.prefix(16_384))
+        for _ in 0..<1_024 {
+            inbox.append(chunk)
+            XCTAssertEqual(inbox.removeFirst(65_536).count, 65_536)
+            XCTAssertLessThanOrEqual(inbox.retainedByteCount, 3 * 65_536, "what was read is let go")
+        }
+        XCTAssertEqual(inbox.count, 16_384)
+        XCTAssertEqual(inbox.removeFirst(20_000).count, 16_384, "at most what is there")
+        XCTAssertEqual(inbox.retainedByteCount, 0, "an emptied inbox holds nothing")
+
+        // More comes than is read: bytes read stay at most as many as the unread ones, not copied at every read.
+        for _ in 0..<1_024 {
+            inbox.append(chunk)
+            inbox.append(chunk.prefix(32_768))
+            _ = inbox.removeFirst(65_536)
+            XCTAssertLessThanOrEqual(inbox.retainedByteCount, inbox.count + max(65_536, inbox.count))
+        }
+        XCTAssertEqual(inbox.count, 1_024 * 32_768, "every unread byte is kept")
+
+        var ordered = StreamInbox()
+        ordered.append(Data("abc".utf8))
+        XCTAssertEqual(ordered.removeFirst(1), Data("a".utf8))
+        ordered.append(Data("de".utf8))
+        XCTAssertEqual(ordered.removeFirst(10), Data("bcde".utf8), "in order")
+    }
+
+    func testAnUpgradeHandshakePastTheRequestTimeoutEndsTheTaskWithTimedOut() {
+        var lifecycle = Lifecycle(handshakeTimeout: 2)
+        _ = lifecycle.resume()
+        _ = lifecycle.write(write(1, "STARTTLS"))
+        _ = lifecycle.connected(nil)
+        _ = lifecycle.handle(.sent(8))
+        _ = lifecycle.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = lifecycle.write(write(2, "secret"))
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .handshake)
+        XCTAssertNil(lifecycle.nextDeadline, "no operation has a deadline")
+        _ = lifecycle.handle(.handshakeStarted(at: 1_000))
+        XCTAssertEqual(lifecycle.nextDeadline, 2_000_001_000, "the handshake has one: the engine wakes for it")
+        XCTAssertEqual(text(lifecycle.expire(now: 2_000_000_999).completions), [])
+        XCTAssertEqual(
+            text(lifecycle.expire(now: 2_000_001_000).completions), ["write 2 error -1001", "finished error -1001"])
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .release)
+
+        var secured = Lifecycle(handshakeTimeout: 2)
+        _ = secured.resume()
+        _ = secured.write(write(1, "STARTTLS"))
+        _ = secured.connected(nil)
+        _ = secured.handle(.sent(8))
+        _ = secured.startSecureConnection(error: URLError(.secureConnectionFailed))
+        _ = secured.handle(.handshakeStarted(at: 1_000))
+        _ = secured.handle(.secured)
+        XCTAssertNil(secured.nextDeadline)
+        XCTAssertEqual(text(secured.expire(now: 3_000_000_000).completions), [], "a done handshake has no deadline")
+    }
+
+    func testAWriteShutdownFailingWithBytesUnreadLeavesTheEndToTheReads() {
+        let failure = URLError(.networkConnectionLost)
+        var lifecycle = open()
+        _ = lifecycle.closeWrite()
+        XCTAssertEqual(lifecycle.nextIO(readBlocked: false, writeBlocked: false), .shutdownWrite)
+        XCTAssertEqual(text(lifecycle.handle(.writeShutdownFailed(failure)).completions), ["writeClosed"])
+        _ = lifecycle.read(read(1, min: 10))
+        _ = lifecycle.handle(.received(Data("bye".utf8)))
+        XCTAssertEqual(
+            text(lifecycle.handle(.endOfStream).completions), ["read 1 \"bye\" eof", "readClosed", "finished"],
+            "the peer had ended: both directions closed, no error")
+
+        var broken = open()
+        _ = broken.closeWrite()
+        _ = broken.handle(.writeShutdownFailed(failure))
+        _ = broken.read(read(1))
+        XCTAssertEqual(
+            text(broken.handle(.failed(failure)).completions), ["read 1 nil error -1005", "finished error -1005"],
+            "the reads find the broken connection")
+
+        var notReading = open()
+        _ = notReading.closeRead()
+        _ = notReading.closeWrite()
+        XCTAssertEqual(
+            text(notReading.handle(.writeShutdownFailed(failure)).completions), ["finished error -1005"],
+            "with the reads closed, nothing can tell the peer's end")
+    }
 }

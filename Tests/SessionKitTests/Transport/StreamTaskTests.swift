@@ -80,9 +80,11 @@ final class StreamTaskTests: XCTestCase {
 
     private static let queueKey = DispatchSpecificKey<String>()
 
-    private func makeManager(policy: SecurityPolicy? = nil) -> (URLSessionManager, Observer) {
+    private func makeManager(
+        policy: SecurityPolicy? = nil, requestTimeout: TimeInterval = 10
+    ) -> (URLSessionManager, Observer) {
         let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
+        configuration.timeoutIntervalForRequest = requestTimeout
         let manager = URLSessionManager(sessionConfiguration: configuration)
         manager.transport = LoopbackTestCase.testTransport
         if let policy { manager.securityPolicy = policy }
@@ -601,6 +603,156 @@ final class StreamTaskTests: XCTestCase {
         XCTAssertEqual((error as? URLError)?.code, .secureConnectionFailed)
         task.cancel()
         _ = await observer.completion(of: task)
+    }
+
+    func testStartTLSHandshakeThatPeerNeverAnswersTimesOut() async throws {
+        let server = try await startServer(behaviour: .silent)
+        let (manager, observer) = makeManager(requestTimeout: 1)
+        let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+        task.resume()
+        let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+        XCTAssertNil(plainWrite)
+        task.startSecureConnection()
+        // Without an operation timeout, only the handshake's deadline (the request timeout) can end the wait.
+        let secureWrite = OnceBox<Error?>()
+        let started = Date()
+        task.write(Data("secret".utf8), timeout: 0) { error in secureWrite.resolve(error) }
+        let error = try await secureWrite.value(timeout: 8, file: #filePath, line: #line) as? URLError
+        XCTAssertEqual(error?.code, .timedOut)
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 0.9, "not before the request timeout")
+        let completion = await observer.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .timedOut)
+        XCTAssertEqual(observer.completionCount(of: task), 1)
+        let received = server.connections.first?.received ?? Data()
+        XCTAssertGreaterThan(received.count, "STARTTLS\n".utf8.count, "the ClientHello went out")
+        XCTAssertNil(received.range(of: Data("secret".utf8)), "nothing of the write after the upgrade")
+    }
+
+    func testCloseWriteAfterPeerClosedIsEndOfStreamNotError() async throws {
+        // The server says goodbye and closes, and the client's goodbye is answered with a reset, as a closed
+        // socket's is (an upgraded stream's close_notify is, racing with the shutdown): here the reset is always in
+        // the client's socket before it closes.
+        let goodbye = Data("bye".utf8)
+        let server = try await startServer(behaviour: .sendThenCloseResettingOnRead(goodbye))
+        let (manager, observer) = makeManager()
+        let rounds = 50
+        for round in 0..<rounds {
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            let (data, _, error) = try await read(task, min: goodbye.count, max: goodbye.count)
+            XCTAssertNil(error)
+            XCTAssertEqual(data, goodbye)
+            let clientGoodbye = try await write(task, Data("x".utf8))
+            XCTAssertNil(clientGoodbye)
+            try await waitUntil("round \(round): the server reset the connection") {
+                server.connections.count > round && server.connections[round].closed
+            }
+            let last: (data: Data?, atEOF: Bool, error: Error?)
+            if round.isMultiple(of: 2) {
+                // The client saw the end of stream, then closes.
+                last = try await read(task, min: 1, max: 10)
+                task.closeWrite()
+            } else {
+                // The client closes with a read pending: the read still gets the end of stream.
+                let pending = OnceBox<(data: Data?, atEOF: Bool, error: Error?)>()
+                task.readData(ofMinLength: 1, maxLength: 10, timeout: 10) { data, atEOF, error in
+                    pending.resolve((data, atEOF, error))
+                }
+                task.closeWrite()
+                last = try await pending.value(timeout: 10, file: #filePath, line: #line)
+            }
+            XCTAssertNil(last.error, "round \(round)")
+            XCTAssertTrue(last.atEOF, "round \(round)")
+            XCTAssertEqual(last.data ?? Data(), Data(), "round \(round)")
+            let completion = await observer.completion(of: task)
+            XCTAssertNil(completion, "round \(round): \(String(describing: completion))")
+        }
+        XCTAssertEqual(observer.writeClosed, rounds)
+        XCTAssertEqual(observer.readClosed, rounds)
+    }
+
+    func testCloseWriteOfAnUpgradedStreamAfterPeerClosedIsEndOfStreamNotError() async throws {
+        // The close_notify of closeWrite reaches a closed socket, whose reset races with the client's shutdown:
+        // a number of rounds lets the reset come first in some.
+        let server = try await startServer(tls: TestCertificates.localhost, behaviour: .echoUpgradingOnSTARTTLS)
+        let (manager, observer) = makeManager(policy: try pinning("root-ca"))
+        let rounds = 50
+        for round in 0..<rounds {
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            let plainWrite = try await write(task, Data("STARTTLS\n".utf8))
+            XCTAssertNil(plainWrite)
+            let (answer, _, _) = try await read(task, min: 3, max: 3)
+            XCTAssertEqual(answer, Data("GO\n".utf8))
+            task.startSecureConnection()
+            let drop = try await write(task, Data("DROP\n".utf8))
+            XCTAssertNil(drop)
+            let (data, atEOF, error) = try await read(task, min: 1, max: 10)
+            XCTAssertNil(error, "round \(round)")
+            XCTAssertEqual(data ?? Data(), Data())
+            XCTAssertTrue(atEOF)
+            try await waitUntil("round \(round): the server closed") {
+                server.connections.count > round && server.connections[round].closed
+            }
+            task.closeWrite()
+            let completion = await observer.completion(of: task)
+            XCTAssertNil(completion, "round \(round): \(String(describing: completion))")
+        }
+        XCTAssertEqual(observer.writeClosed, rounds)
+    }
+
+    // MARK: - Memory
+
+    func testReadingReleasesConsumedBytesSoMemoryIsBoundedByUnreadBytes() async throws {
+        // A stream that kept the bytes it handed out would grow by about what it streamed after the warm-up (112 MiB).
+        let total = 128 << 20
+        let warmUp = 16 << 20
+        for readSize in [64 << 10, 4 << 20] {
+            let server = try await startServer(behaviour: .stream(byteCount: total))
+            let (manager, observer) = makeManager()
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: server.port)
+            task.resume()
+            var received = 0
+            var baseline: Int?
+            var peak = 0
+            let started = Date()
+            for _ in 0..<(total / readSize) {
+                let (data, _, error) = try await read(task, min: readSize, max: readSize, timeout: 30)
+                XCTAssertNil(error)
+                guard let data, error == nil else { break }
+                received += data.count
+                // After the warm-up, the allocator's arenas and the socket buffers are in place.
+                let resident = try XCTUnwrap(Self.residentBytes())
+                guard received >= warmUp else { continue }
+                baseline = baseline ?? resident
+                peak = max(peak, resident)
+            }
+            XCTAssertEqual(received, total)
+            let growth = peak - (baseline ?? 0)
+            print(
+                "stream of \(total >> 20) MiB in \(readSize >> 10) KiB reads: resident memory grew by "
+                    + "\(growth >> 10) KiB after the first \(warmUp >> 20) MiB, in "
+                    + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s")
+            XCTAssertLessThan(growth, 32 << 20, "\(readSize >> 10) KiB reads: grew by \(growth >> 20) MiB")
+            task.cancel()
+            _ = await observer.completion(of: task)
+        }
+    }
+
+    /// The process's resident memory in bytes (`/proc/self/statm`).
+    private static func residentBytes() -> Int? {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return nil }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return nil }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    /// Waits until `condition` holds, 5 s at most.
+    private func waitUntil(
+        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
+    ) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
     }
 
     // MARK: - Async forms
