@@ -570,6 +570,25 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
+        // A task made outside the request pipeline (the task API, the closure verbs) is one request of its own to the
+        // event monitors, so that they see every request whatever API made it.
+        var observation = observation
+        var completion = completion
+        var implicitObservation: TaskDelegate.Observation?
+        if observation == nil, let request = source.request, case let monitors = eventMonitors, !monitors.isEmpty {
+            let implicit = TaskDelegate.Observation(
+                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors))
+            _ = implicit.request.beginAttempt()
+            implicit.request.adapted(request)
+            implicit.monitor.requestDidCreate(implicit.request)
+            (observation, implicitObservation) = (implicit, implicit)
+            let caller = completion
+            completion = { outcome in
+                implicit.request.attemptEnded(response: outcome.response)
+                if implicit.request.finish() { implicit.monitor.requestDidFinish(implicit.request, error: outcome.error) }
+                caller(outcome)
+            }
+        }
         let (transport, policy, tlsVersions, limits) = settings.read {
             ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits)
         }
@@ -648,6 +667,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
         made?.adoptProgress(delegate.uploadProgress, delegate.downloadProgress)
+        if let implicit = implicitObservation {
+            _ = implicit.request.taskStarted(task)
+            implicit.request.setCancelHandler { [weak task] in task?.cancel() }
+            implicit.monitor.request(implicit.request, didCreateTask: task)
+        }
         registry.add(delegate)
         if made != nil && taskTransport.needsResourceDeadlines { resourceDeadlines?.watch(task) }
         return task

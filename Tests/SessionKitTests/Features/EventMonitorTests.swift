@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Logging
 import SessionKit
 import SessionKitTestSupport
@@ -78,6 +79,34 @@ final class EventMonitorTests: LoopbackTestCase {
         XCTAssertEqual(
             recorder.events, ["created", "taskCreated", "resumed", "data", "taskCompleted", "serialized", "finished"])
         XCTAssertEqual(recorder.timingsCount, LoopbackTestCase.testTransport == .curl ? 1 : 0)
+    }
+
+    func testOneMonitorSeesEveryAPI() async throws {
+        let (manager, recorder) = monitored()
+        // The closure verb, the task API, the async verb, the HTTP core API.
+        let closure: Bool = try await awaitCallback { done in
+            manager.get(
+                "/get", parameters: nil, headers: nil, progress: nil, success: { _, _ in done(true) },
+                failure: { _, _ in done(false) })
+        }
+        XCTAssertTrue(closure)
+        let task: Error? = try await awaitCallback { done in
+            manager.dataTask(with: URLRequest(url: self.server.url("/get"))) { _, _, error in done(error) }.resume()
+        }
+        XCTAssertNil(task)
+        _ = try await manager.get("/get")
+        let core = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/get")
+        _ = try await manager.data(for: core)
+        // Each request's end reaches the monitor once its completion ran: a bounded wait for the last one.
+        for _ in 0..<250 where recorder.events.filter({ $0 == "finished" }).count < 4 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        await recorder.flush()
+        let events = recorder.events
+        XCTAssertEqual(events.filter { $0 == "created" }.count, 4, "\(events)")
+        XCTAssertEqual(events.filter { $0 == "taskCreated" }.count, 4, "\(events)")
+        XCTAssertEqual(events.filter { $0 == "taskCompleted" }.count, 4, "\(events)")
+        XCTAssertEqual(events.filter { $0 == "finished" }.count, 4, "\(events)")
     }
 
     func testFailure() async throws {
