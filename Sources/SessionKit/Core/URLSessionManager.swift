@@ -585,7 +585,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let caller = completion
             completion = { outcome in
                 implicit.request.attemptEnded(response: outcome.response)
-                if implicit.request.finish() { implicit.monitor.requestDidFinish(implicit.request, error: outcome.error) }
+                if implicit.request.finish() {
+                    implicit.monitor.requestDidFinish(implicit.request, error: outcome.error)
+                }
                 caller(outcome)
             }
         }
