@@ -135,7 +135,7 @@ final class WireSafetyTests: XCTestCase {
         // connection is reset before any response byte, as by a server that closed its idle connections.
         let server = try await start { request in
             if request.target.hasPrefix("/warm") {
-                return .respondAfter(milliseconds: 300, RawFaultServer.response())
+                return .respondAfter(milliseconds: 800, RawFaultServer.response())
             }
             return request.indexOnConnection == 0 ? .respond(RawFaultServer.response()) : .reset
         }
