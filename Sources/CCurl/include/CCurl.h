@@ -56,6 +56,10 @@ static inline CURLMcode sk_curl_multi_setopt_long(CURLM *handle, CURLMoption opt
     return curl_multi_setopt(handle, option, value);
 }
 
+static inline CURLSHcode sk_curl_share_setopt_long(CURLSH *handle, CURLSHoption option, long value) {
+    return curl_share_setopt(handle, option, value);
+}
+
 typedef CURLcode (*sk_curl_ssl_ctx_callback)(CURL *handle, void *ssl_ctx, void *userdata);
 
 static inline CURLcode sk_curl_easy_setopt_ssl_ctx_callback(CURL *handle, sk_curl_ssl_ctx_callback value) {

@@ -15,6 +15,11 @@ import Foundation
 /// ``pump(now:)`` does the I/O its driver's ``StreamLifecycle`` asks for until the socket would block, and says which
 /// socket events the engine should wait for (`curl_multi_poll`'s extra descriptors).
 ///
+/// Each connection sits in a connection cache of its own (a share handle with `CURL_LOCK_DATA_CONNECT`): libcurl 7.88
+/// closes a cached connection it finds dead (the peer's FIN, say) when another transfer of the same cache connects,
+/// and a half-closed stream's is such a one until its first `curl_easy_send`/`curl_easy_recv`; its descriptor would
+/// then go to the next socket, and the stream's own `shutdown` or TLS writes would reach that other connection.
+///
 /// A stream upgraded to TLS after plain bytes (STARTTLS) runs a ``StreamTLSSession`` of its own over libcurl's socket,
 /// with the same verify callback, and moves its bytes through it from then on.
 final class CurlStreamConnection: @unchecked Sendable {
@@ -34,6 +39,8 @@ final class CurlStreamConnection: @unchecked Sendable {
     }
 
     let easy: UnsafeMutableRawPointer
+    /// The share handle that holds the connection cache of this connection alone.
+    private let share: UnsafeMutableRawPointer
     private let host: String
     private let isTLS: Bool
     /// The task's driver, until the connection is released.
@@ -58,9 +65,19 @@ final class CurlStreamConnection: @unchecked Sendable {
         connectTimeout: TimeInterval, driver: CurlStreamDriver
     ) {
         guard (1...65535).contains(port), let (authority, name) = Self.authority(of: host),
-            let easy = curl_easy_init()
+            let share = Self.privateConnectionCache()
         else { return nil }
+        guard let easy = curl_easy_init() else {
+            curl_share_cleanup(share)
+            return nil
+        }
+        guard sk_curl_easy_setopt_pointer(easy, CURLOPT_SHARE, share) == CURLE_OK else {
+            curl_easy_cleanup(easy)
+            curl_share_cleanup(share)
+            return nil
+        }
         self.easy = easy
+        self.share = share
         // The policy and SNI see the host libcurl connects to: without the brackets of an IPv6 literal.
         self.host = name
         self.isTLS = secure
@@ -93,6 +110,18 @@ final class CurlStreamConnection: @unchecked Sendable {
         }
     }
 
+    /// A share handle whose only shared data is the connection cache: a transfer using it keeps its connection out
+    /// of the multi handle's cache, so no other transfer prunes or closes it.
+    private static func privateConnectionCache() -> UnsafeMutableRawPointer? {
+        guard let share = curl_share_init() else { return nil }
+        guard sk_curl_share_setopt_long(share, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_CONNECT.rawValue)) == CURLSHE_OK
+        else {
+            curl_share_cleanup(share)
+            return nil
+        }
+        return share
+    }
+
     /// `host` as the authority of libcurl's URL and as the name the policy checks, or nil when it is neither a host
     /// name (letters, digits, `-`, `.`) nor an IPv4 or IPv6 literal (with or without brackets): anything else would
     /// change the URL's meaning (`a.com/`, `x@y`, `a.com:1`) and connect elsewhere than the policy checks.
@@ -115,7 +144,9 @@ final class CurlStreamConnection: @unchecked Sendable {
     }
 
     deinit {
+        // The handle first: a share handle still used by one refuses to go.
         curl_easy_cleanup(easy)
+        curl_share_cleanup(share)
         errorBuffer.deallocate()
         receiveBuffer.deallocate()
     }
@@ -151,6 +182,13 @@ final class CurlStreamConnection: @unchecked Sendable {
     func pump(now: UInt64) -> Interest {
         guard let driver else { return Interest(release: true) }
         driver.engineUpdate { $0.expire(now: now) }
+        if socket >= 0 && !libcurlStillHoldsSocket() {
+            // Never expected with a cache of its own; but `shutdown`, the upgrade's TLS and the engine's poll use the
+            // descriptor directly, and once libcurl closed it, it may belong to another connection: fail instead.
+            socket = -1
+            let lost = StreamLifecycle.error(.networkConnectionLost, "libcurl closed the stream's connection.")
+            driver.engineUpdate { $0.handle(.failed(lost)) }
+        }
         var readBlocked = false
         var writeBlocked = false
         var steps = 0
@@ -196,6 +234,12 @@ final class CurlStreamConnection: @unchecked Sendable {
             if lifecycle.wantsWritable { interest.events |= sk_curl_wait_pollout }
             return interest
         }
+    }
+
+    /// Whether the connection libcurl keeps for this handle is still open on ``socket``.
+    private func libcurlStillHoldsSocket() -> Bool {
+        var fd: curl_socket_t = -1
+        return sk_curl_easy_getinfo_socket(easy, CURLINFO_ACTIVESOCKET, &fd) == CURLE_OK && fd == socket
     }
 
     /// Shuts the socket's write side. After the peer's orderly close, the upgrade's `close_notify` (or any byte sent

@@ -887,7 +887,57 @@ final class StreamTaskTests: XCTestCase {
         let completion = await observer.completion(of: stream)
         XCTAssertNil(completion, "both directions closed")
         XCTAssertEqual(observer.readClosed, 1)
+        // The completion says the bytes and the end of stream are in the kernel, not that the server's event loop read
+        // them: on a busy machine it reads them later. It closes once it read the end of stream, after the bytes.
+        try await waitUntil("the server read the client's end of stream") {
+            halfClosing.connections.first?.closed == true
+        }
         XCTAssertEqual(halfClosing.connections.first?.received, Data("hellostill writable".utf8))
+    }
+
+    func testAStreamThatDidNoIOSinceConnectingKeepsItsConnectionAndTouchesNoOtherWhileAnotherConnects() async throws {
+        // libcurl 7.88 closes a connection of its cache that it finds dead (readable, and a peek reads the end of
+        // stream) when another transfer of the cache connects, at most once a second, unless a transfer is attached
+        // to it; a stream is attached by its first curl_easy_send or curl_easy_recv. This stream's only write times
+        // out before the connection is up, so nothing attaches it, and its peer half-closes at once. A closed
+        // socket's descriptor goes to the next socket opened, the other stream's, which the first stream's
+        // closeWrite would then shut down.
+        let halfClosing = try await startServer(behaviour: .sendThenHalfClose(Data()))
+        let echo = try await startServer()
+        let (manager, observer) = makeManager()
+        let stream = manager.streamTask(withHostName: "127.0.0.1", port: halfClosing.port)
+        stream.resume()
+        // The engine applies deadlines before any I/O, and a connection takes longer than a microsecond to open.
+        let expired = try await write(stream, Data("never sent".utf8), timeout: 0.000_001)
+        XCTAssertEqual((expired as? URLError)?.code, .timedOut)
+        try await waitUntil("the half-closing server accepted the stream") { halfClosing.connections.count == 1 }
+        try await Task.sleep(nanoseconds: 1_100_000_000)
+        let other = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+        other.resume()
+        try await other.write(Data("ping".utf8), timeout: 10)
+        let ping = try await other.read(minLength: 4, maxLength: 4, timeout: 10)
+        XCTAssertEqual(ping.data, Data("ping".utf8))
+
+        stream.closeWrite()
+        // Having half-closed, the server closes once it read the end of stream.
+        try await waitUntil("the half-closing server read the stream's end of stream") {
+            halfClosing.connections.first?.closed == true
+        }
+        XCTAssertEqual(echo.connections.first?.inputClosed, false, "the other stream's server got no end of stream")
+        try await other.write(Data("pong".utf8), timeout: 10)
+        let pong = try await other.read(minLength: 4, maxLength: 4, timeout: 10)
+        XCTAssertEqual(pong.data, Data("pong".utf8), "the other stream's connection still works")
+        XCTAssertEqual(echo.connections.first?.received, Data("pingpong".utf8))
+
+        let (data, atEOF, error) = try await read(stream, min: 1, max: 10)
+        XCTAssertNil(error)
+        XCTAssertEqual(data ?? Data(), Data())
+        XCTAssertTrue(atEOF, "the peer's end of stream")
+        let completion = await observer.completion(of: stream)
+        XCTAssertNil(completion, "both directions closed")
+        XCTAssertEqual(halfClosing.connections.first?.received, Data())
+        other.cancel()
+        _ = await observer.completion(of: other)
     }
 
     /// A loopback port nothing listens on (bound, then closed).
