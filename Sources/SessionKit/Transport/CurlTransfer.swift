@@ -43,7 +43,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private var statusCode = 0
     private var httpVersion = "HTTP/1.1"
-    private var headerFields: [(String, String)] = []
+    /// Reads the response head line by line.
+    private var head = ResponseHeadParser()
     private var responseDelivered = false
     /// The policy's decision on this transfer's TLS handshake.
     private let handshake: HandshakeCheck
@@ -107,8 +108,8 @@ final class CurlTransfer: @unchecked Sendable {
     private var automaticResends = 0
     /// Set when libcurl wanted to send the request again and may not: the transfer ends instead.
     private var resendRefused = false
-    /// The status line that could not be read, when one ended the transfer.
-    private var malformedStatusLine: String?
+    /// Why the response head is not HTTP, when that ended the transfer.
+    private var malformedHead: String?
     /// Whether libcurl's decoding is off for this response: it names a coding libcurl does not decode, so its bytes
     /// are delivered as they came (RFC 9110 8.4), with the field kept.
     private var decodingOff = false
@@ -316,7 +317,7 @@ final class CurlTransfer: @unchecked Sendable {
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         let length = size * count
         transfer.headBytes += length
-        if transfer.headBytes > maximumHeadBytes || transfer.headerFields.count >= maximumHeadFields {
+        if transfer.headBytes > maximumHeadBytes || transfer.head.fields.count >= maximumHeadFields {
             transfer.headTooLarge = true
             return 0  // ends the transfer
         }
@@ -465,61 +466,55 @@ final class CurlTransfer: @unchecked Sendable {
     /// Reads one line of a response head; false ends the transfer (a status line that is not one).
     private func header(_ line: UnsafeRawBufferPointer) -> Bool {
         guard !responseDelivered else { return trailer(line) }
-        if line.starts(with: Self.statusLinePrefix) {
+        switch head.read(line) {
+        case .status(let status):
             // A status line (a new one after a 1xx or a 401): "HTTP/1.1 200 OK", "HTTP/1.1 200", "HTTP/2 200 ".
-            guard let status = StatusLine(line) else {
-                malformedStatusLine = String(decoding: line.prefix(80), as: UTF8.self)
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-                return false
-            }
             (httpVersion, statusCode, lastStartAnswer) = (status.version, status.code, status.code)
-            headerFields = []
             headBytes = line.count  // the bounds apply to each response head (a 1xx or a 401 went before)
             if decodingOff {
                 decodingOff = false
                 _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 1)
             }
-            return true
-        }
-        // Parsed as bytes: String-based trimming and splitting cost more than the rest of the transfer.
-        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
-        var end = line.count
-        while end > 0, isSpace(line[end - 1]) { end -= 1 }
-        if end == 0 {
+        case .field(let name, let value):
+            if !decodingOff, Self.namesCodings(name),
+                !Self.decodesAll(value, transfer: name.utf8.first.map { $0 | 0x20 == 0x74 } == true)
+            {
+                // libcurl would fail the body of a coding it does not know: its bytes are delivered as they came.
+                decodingOff = true
+                _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
+            }
+        case .end:
             let mayRetry = answersChallenges && (statusCode == 401 || statusCode == 407)
             if statusCode >= 200 && !mayRetry { deliverResponseIfNeeded() }
-            return true
+        case .malformed(let reason):
+            malformedHead = reason
+            return false
         }
-        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else { return true }
-        var start = colon + 1
-        while start < end, isSpace(line[start]) { start += 1 }
-        let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
-        let value = String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
-        if !decodingOff, Self.namesCodings(name),
-            !Self.decodesAll(value, transfer: name.utf8.first.map { $0 | 0x20 == 0x74 } == true)
-        {
-            // libcurl would fail the body of a coding it does not know: its bytes are delivered as they came.
-            decodingOff = true
-            _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTP_CONTENT_DECODING, 0)
-        }
-        headerFields.append((name, value))
         return true
     }
 
-    /// Reads a line that came after the delivered head: a trailer field (chunked HTTP/1.1, HTTP/2).
+    /// Reads a line that came after the delivered head: a trailer field (chunked HTTP/1.1, HTTP/2); false ends the
+    /// transfer (a line that is not a field, or more trailers than a head may have fields).
     private func trailer(_ line: UnsafeRawBufferPointer) -> Bool {
-        guard trailerFields.count < Self.maximumHeadFields,
-            let colon = line.firstIndex(of: UInt8(ascii: ":")), colon > 0
-        else { return trailerFields.count < Self.maximumHeadFields }
-        var end = line.count
-        while end > colon + 1, [0x20, 0x09, 0x0D, 0x0A].contains(line[end - 1]) { end -= 1 }
-        var start = colon + 1
-        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
-        trailerFields.append(
-            (
-                String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self),
-                String(decoding: UnsafeRawBufferPointer(rebasing: line[start..<end]), as: UTF8.self)
-            ))
+        switch ResponseHeadParser.fieldLine(line) {
+        case .blank:
+            return true
+        case .field(let name, let value):
+            guard trailerFields.count < Self.maximumHeadFields else {
+                headTooLarge = true
+                return false
+            }
+            trailerFields.append((name, value))
+        case .fold(let more):
+            guard let last = trailerFields.popLast() else {
+                malformedHead = "a folded trailer line with no field to continue"
+                return false
+            }
+            trailerFields.append((last.0, last.1.isEmpty ? more : last.1 + " " + more))
+        case .invalid(let reason):
+            malformedHead = "in the trailers, " + reason
+            return false
+        }
         return true
     }
 
@@ -547,13 +542,11 @@ final class CurlTransfer: @unchecked Sendable {
         }
     }
 
-    private static let statusLinePrefix = Array("HTTP/".utf8)
-
     private func deliverResponseIfNeeded() {
         guard !responseDelivered, statusCode > 0 else { return }
         responseDelivered = true
         hasQueuedEvents = true
-        events.response(ResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, lines: headerFields))
+        events.response(ResponseHead(url: url, statusCode: statusCode, httpVersion: httpVersion, lines: head.fields))
     }
 
     /// A response head: its status line and its header lines as received (repeated fields kept apart, for cookies).
@@ -701,8 +694,8 @@ final class CurlTransfer: @unchecked Sendable {
             return URLError(
                 .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
-        if let malformedStatusLine {
-            return malformed("The response's status line is not HTTP's: \"\(malformedStatusLine)\".")
+        if let malformedHead {
+            return malformed("The response is not HTTP: \(malformedHead).")
         }
         if headTooLarge {
             return URLError(

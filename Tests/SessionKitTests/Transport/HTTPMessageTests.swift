@@ -97,6 +97,24 @@ final class HTTPMessageTests: XCTestCase {
         }
     }
 
+    func testFoldedFieldIsOneValueAndAFieldNameThatIsNotATokenFailsTheResponse() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "URLSession reads response heads with rules SessionKit does not see")
+        let server = try await start { request in
+            let line = request.target == "/folded" ? "X-Folded: first\r\n  second" : "Bad Name: x"
+            return .respondAndClose(Data("HTTP/1.1 200 OK\r\n\(line)\r\nContent-Length: 2\r\n\r\nok".utf8))
+        }
+        let (folded, _, error) = try await run(manager(), URLRequest(url: server.url("/folded")))
+        XCTAssertNil(error, "\(String(describing: error))")
+        XCTAssertEqual(folded?.value(forHTTPHeaderField: "X-Folded"), "first second", "RFC 9112 5.2")
+        let (response, _, refusal) = try await run(manager(), URLRequest(url: server.url("/bad-name")))
+        XCTAssertNil(response)
+        XCTAssertEqual(
+            (refusal as NSError?)?.code, URLError.badServerResponse.rawValue, "\(String(describing: refusal))")
+        XCTAssertTrue((refusal as NSError?)?.localizedDescription.contains("not a token") == true)
+    }
+
     // MARK: - Empty field values (RFC 9110 5.5)
 
     func testEmptyHeaderValueIsSentThroughEveryAPI() async throws {
