@@ -11,12 +11,12 @@ SOAK_COUNT ?= 100000
 TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
 
-FUZZ_TARGETS ?= http json xml plist compound decodable archive
+FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
-.PHONY: setup install-packages build build-strict test demo bench soak fuzz fuzz-replay docs docs-check consumer-check \
-  consumer-test   lint format clean
+.PHONY: setup install-packages build build-strict test demo bench soak fuzz fuzz-long fuzz-replay docs docs-check \
+  consumer-check consumer-test lint format clean
 
 ## setup: install the system libraries SessionKit links (libcurl with OpenSSL, OpenSSL headers) when missing.
 setup:
@@ -82,6 +82,10 @@ fuzz: setup
 	  grep -E "stat::(number_of_executed_units|peak_rss_mb)" $(FUZZ_BUILD)/$$t.log; \
 	  if [ $$status -ne 0 ]; then tail -60 $(FUZZ_BUILD)/$$t.log; exit $$status; fi; \
 	done
+
+## fuzz-long: every target for 10 minutes each (before a release), from the committed seeds and the corpus so far.
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=600
 
 ## fuzz-replay: run every seed and every saved crash input once through a plain build (part of `make test`).
 fuzz-replay:

@@ -1,5 +1,5 @@
 import Foundation
-import SessionKit
+@_spi(Fuzzing) import SessionKit
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -8,10 +8,16 @@ import SessionKit
     import FoundationXML
 #endif
 
-/// The parsers the fuzzer drives. Each input is split into a status code, a content type and a body, so that
-/// validation and decoding both see hostile values.
+/// The parsers the fuzzer drives. For the response serializers each input is split into a status code, a content type
+/// and a body, so that validation and decoding both see hostile values. The parsers that read network bytes
+/// (`head`, `trailer`, `date`, `cache`, `challenge`) are checked for properties, not only for crashes: a broken
+/// property stops the process like a crash, so libFuzzer keeps the input.
+///
+/// Adding a parser is one case here and one line in ``run(_:)`` (the WebSocket frame parser and the SSE event parser
+/// join that way once they exist).
 enum FuzzTarget: String, CaseIterable {
     case http, json, xml, plist, compound, decodable, archive
+    case head, trailer, date, cache, challenge
 
     /// The target of this process (set once from the command line, before fuzzing starts).
     nonisolated(unsafe) static var selected: FuzzTarget = .json
@@ -63,8 +69,16 @@ enum FuzzTarget: String, CaseIterable {
         }
     }
 
-    /// Runs one input; anything but a crash, a hang or unbounded memory is fine.
+    /// Runs one input; anything but a crash, a hang, unbounded memory or a broken property is fine.
     func run(_ input: Data) {
+        switch self {
+        case .head: return NetworkParserProperties.head(input)
+        case .trailer: return NetworkParserProperties.trailer(input)
+        case .date: return NetworkParserProperties.date(input)
+        case .cache: return NetworkParserProperties.cache(input)
+        case .challenge: return NetworkParserProperties.challenge(input)
+        default: break
+        }
         if self == .archive {
             guard let selector = input.first else { return }
             let decode = Self.archiveDecoders[Int(selector) % Self.archiveDecoders.count].1
@@ -111,7 +125,7 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? compound.responseObject(for: response, data: body)
         case .decodable:
             _ = try? DecodableResponseSerializer(FuzzDocument.self).responseObject(for: response, data: body)
-        case .archive:
+        case .archive, .head, .trailer, .date, .cache, .challenge:
             break
         }
     }

@@ -27,15 +27,29 @@ struct AuthenticationChallengeHeader: Equatable {
         self.init(fieldValue: value, isProxy: response.statusCode == 407)
     }
 
-    /// Parses the first challenge of a field value such as `Basic realm="Fake Realm", charset="UTF-8"`.
+    /// Parses the first challenge of a field value such as `Basic realm="Fake Realm", charset="UTF-8"`. Read by Unicode
+    /// scalars, not `Character`s: a combining mark after a quote must not hide the quote.
     init?(fieldValue: String, isProxy: Bool) {
-        var rest = Substring(fieldValue).drop { $0 == " " || $0 == "\t" || $0 == "," }
-        let scheme = rest.prefix { Self.isTokenCharacter($0) }
-        guard !scheme.isEmpty else { return nil }
-        rest = rest.dropFirst(scheme.count)
-        self.scheme = String(scheme)
+        let scalars = Array(fieldValue.unicodeScalars)
+        var index = 0
+        while index < scalars.count, [" ", "\t", ","].contains(scalars[index]) { index += 1 }
+        let start = index
+        while index < scalars.count, Self.isToken(scalars[index]) { index += 1 }
+        guard index > start else { return nil }
+        self.scheme = String(String.UnicodeScalarView(scalars[start..<index]))
         self.isProxy = isProxy
-        self.realm = Self.parameter(named: "realm", in: rest)
+        self.realm = Self.parameter(named: "realm", in: scalars[index...])
+    }
+
+    /// The field value of this challenge as a server would send it: `scheme realm="…"` (the realm quoted and escaped).
+    var fieldValue: String {
+        guard let realm else { return scheme }
+        var quoted = ""
+        for scalar in realm.unicodeScalars {
+            if scalar == "\"" || scalar == "\\" { quoted.unicodeScalars.append("\\") }
+            quoted.unicodeScalars.append(scalar)
+        }
+        return "\(scheme) realm=\"\(quoted)\""
     }
 
     /// The `URLAuthenticationMethod…` constant of the scheme; schemes URLSession has no constant for map to the
@@ -65,45 +79,51 @@ struct AuthenticationChallengeHeader: Equatable {
     }
 
     /// The value of the auth-param `name` in the parameters that follow a scheme (a token or a quoted string).
-    private static func parameter(named name: String, in parameters: Substring) -> String? {
+    private static func parameter(named name: String, in parameters: ArraySlice<Unicode.Scalar>) -> String? {
         var rest = parameters
+        func skip(_ separators: Set<Unicode.Scalar>) {
+            while let first = rest.first, separators.contains(first) { rest = rest.dropFirst() }
+        }
         while !rest.isEmpty {
-            rest = rest.drop { $0 == " " || $0 == "\t" || $0 == "," }
-            let key = rest.prefix { isTokenCharacter($0) }
+            skip([" ", "\t", ","])
+            let key = rest.prefix { isToken($0) }
             guard !key.isEmpty else { return nil }
-            rest = rest.dropFirst(key.count).drop { $0 == " " || $0 == "\t" }
+            rest = rest.dropFirst(key.count)
+            skip([" ", "\t"])
             guard rest.first == "=" else { return nil }  // a token68 or the next challenge: no more parameters
-            rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" }
-            var value = ""
+            rest = rest.dropFirst()
+            skip([" ", "\t"])
+            var value = String.UnicodeScalarView()
             if rest.first == "\"" {
                 rest = rest.dropFirst()
                 var escaped = false
-                while let character = rest.first {
+                while let scalar = rest.first {
                     rest = rest.dropFirst()
                     if escaped {
-                        value.append(character)
+                        value.append(scalar)
                         escaped = false
-                    } else if character == "\\" {
+                    } else if scalar == "\\" {
                         escaped = true
-                    } else if character == "\"" {
+                    } else if scalar == "\"" {
                         break
                     } else {
-                        value.append(character)
+                        value.append(scalar)
                     }
                 }
             } else {
-                value = String(rest.prefix { $0 != "," && $0 != " " && $0 != "\t" })
-                rest = rest.dropFirst(value.count)
+                let token = rest.prefix { $0 != "," && $0 != " " && $0 != "\t" }
+                value.append(contentsOf: token)
+                rest = rest.dropFirst(token.count)
             }
-            if key.lowercased() == name { return value }
+            if String(String.UnicodeScalarView(key)).lowercased() == name { return String(value) }
         }
         return nil
     }
 
-    /// Whether `character` may appear in an RFC 9110 token.
-    private static func isTokenCharacter(_ character: Character) -> Bool {
-        guard let ascii = character.asciiValue, ascii > 0x20, ascii < 0x7F else { return false }
-        return !"\"(),/:;<=>?@[\\]{}".contains(character)
+    /// Whether `scalar` may appear in an RFC 9110 token.
+    private static func isToken(_ scalar: Unicode.Scalar) -> Bool {
+        guard scalar.value > 0x20, scalar.value < 0x7F else { return false }
+        return !"\"(),/:;<=>?@[\\]{}".unicodeScalars.contains(scalar)
     }
 }
 

@@ -131,7 +131,7 @@ struct CacheEntry {
         let date = response.value(forHTTPHeaderField: "Date").flatMap { HTTPDate.parse($0) } ?? responseTime
         if let expires = response.value(forHTTPHeaderField: "Expires") {
             // An invalid Expires (such as "0") means already expired (RFC 9111 5.3).
-            return HTTPDate.parse(expires).map { $0.timeIntervalSince(date) } ?? 0
+            return HTTPDate.parse(expires).map { max(0, $0.timeIntervalSince(date)) } ?? 0
         }
         guard control.isPublic || Self.heuristicallyCacheable.contains(response.statusCode),
             let lastModified = response.value(forHTTPHeaderField: "Last-Modified").flatMap({ HTTPDate.parse($0) })

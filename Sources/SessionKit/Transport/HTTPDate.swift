@@ -37,12 +37,8 @@ enum HTTPDate {
             }
             // asctime-date: day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time-of-day SP 4DIGIT
             guard reader.take(" "), let month = reader.month(), reader.take(" ") else { return nil }
-            let day: Int?
-            if reader.take(" ") {
-                day = reader.digits(1)
-            } else {
-                day = reader.digits(2).flatMap { $0 >= 10 ? $0 : nil }
-            }
+            // date3 = month SP ( 2DIGIT / ( SP DIGIT ) )
+            let day = reader.take(" ") ? reader.digits(1) : reader.digits(2)
             guard let day, reader.take(" "), let time = reader.time(), reader.take(" "), let year = reader.digits(4),
                 reader.atEnd
             else { return nil }

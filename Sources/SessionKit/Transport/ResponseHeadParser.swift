@@ -81,12 +81,15 @@ struct ResponseHeadParser {
         return .field(name: name, value: value(of: line, from: colon + 1, to: end))
     }
 
-    /// The value between `start` and `end`, without surrounding whitespace, CR, LF and NUL replaced with a space.
+    /// The value between `start` and `end`: CR, LF and NUL replaced with a space, then without surrounding whitespace.
     private static func value(of line: UnsafeRawBufferPointer, from start: Int, to end: Int) -> String {
+        func isBlank(_ byte: UInt8) -> Bool {
+            byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A || byte == 0
+        }
         var start = start
         var end = end
-        while start < end, line[start] == 0x20 || line[start] == 0x09 { start += 1 }
-        while end > start, line[end - 1] == 0x20 || line[end - 1] == 0x09 { end -= 1 }
+        while start < end, isBlank(line[start]) { start += 1 }
+        while end > start, isBlank(line[end - 1]) { end -= 1 }
         let bytes = line[start..<end]
         guard bytes.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) else {
             return String(decoding: UnsafeRawBufferPointer(rebasing: bytes), as: UTF8.self)

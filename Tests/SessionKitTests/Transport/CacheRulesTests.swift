@@ -108,7 +108,7 @@ final class CacheRulesTests: XCTestCase {
             "sun, 06 nov 1994 08:49:37 gmt", "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
             "Sunday, 06 Nov 1994 08:49:37 GMT", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
             "Sunday, 06-Nov-94 08:49:37 UTC", "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 1994 GMT",
-            "Sun Nov 06 08:49:37 1994", "Sat, 31 Nov 1994 08:49:37 GMT", "Tue, 29 Feb 2023 00:00:00 GMT",
+            "Sat, 31 Nov 1994 08:49:37 GMT", "Tue, 29 Feb 2023 00:00:00 GMT",
             "Sun, 06 Nov 1994 08:60:37 GMT", "Sun, 06 Nov 1994 08:49:60 GMT", "Sun, 06 Nov 1994 08-49-37 GMT",
             "Sun, 06 Nov 1994 08:49:37GMT", "Sun,06 Nov 1994 08:49:37 GMT", "0", "-1", "", "Sun, 06 Nov 1994",
         ]
@@ -117,6 +117,9 @@ final class CacheRulesTests: XCTestCase {
             let stored = entry(["Date": "Sun, 06 Nov 1994 08:49:37 GMT", "Expires": text])
             XCTAssertEqual(stored.freshnessLifetime, 0, "Expires: \(text.debugDescription) is already expired")
         }
+        XCTAssertEqual(
+            HTTPDate.parse("Sun Nov 06 08:49:37 1994"), Date(timeIntervalSince1970: 784_111_777),
+            "asctime's day is 2DIGIT or SP DIGIT")
         let fresh = entry(["Date": "Sun, 06 Nov 1994 08:49:37 GMT", "Expires": "Sun, 06 Nov 1994 08:59:37 GMT"])
         XCTAssertEqual(fresh.freshnessLifetime, 600)
     }

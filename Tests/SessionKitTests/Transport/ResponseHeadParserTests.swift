@@ -62,6 +62,9 @@ final class ResponseHeadParserTests: XCTestCase {
     func testCRLFAndNULInsideAValueBecomeSpaces() {
         let (parser, _) = read(["HTTP/1.1 200 OK\r\n", "X-Odd: a\u{0}b\rc\r\n"])
         XCTAssertEqual(parser.fields.first?.1, "a b c")
+        // Found by the `head` fuzz target: a CR right after the colon's space left the value starting with a space.
+        let (leading, _) = read(["HTTP/2 200 \r\n", "c-Length: \r15\n"])
+        XCTAssertEqual(leading.fields.first?.1, "15")
     }
 
     func testTrailerLinesAreFieldLines() {

@@ -1,0 +1,131 @@
+import Foundation
+@_spi(Fuzzing) import SessionKit
+
+/// The properties the parsers of network bytes keep on every input; a broken one stops the process (libFuzzer saves
+/// the input as a crash, and `make test` replays it).
+enum NetworkParserProperties {
+    /// A fixed present, so that a two-digit year means the same on every run.
+    private static let now = Date(timeIntervalSince1970: 1_790_000_000)
+
+    private static func fail(_ property: String, _ input: Data) -> Never {
+        let shown = String(decoding: input.prefix(200), as: UTF8.self).debugDescription
+        fatalError("property broken: \(property); input \(shown)")
+    }
+
+    private static func isToken(_ name: String) -> Bool {
+        !name.isEmpty
+            && name.utf8.allSatisfy { byte in
+                (0x30...0x39).contains(byte) || (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte)
+                    || "!#$%&'*+-.^_`|~".utf8.contains(byte)
+            }
+    }
+
+    private static func isCleanValue(_ value: String) -> Bool {
+        !value.utf8.contains { $0 == 0x0D || $0 == 0x0A || $0 == 0 }
+            && value.utf8.first.map { $0 != 0x20 && $0 != 0x09 } ?? true
+            && value.utf8.last.map { $0 != 0x20 && $0 != 0x09 } ?? true
+    }
+
+    /// The response head: every status is 100…999 (never 0), every field a token name with a clean value, a head that
+    /// ended has a status, and the status line agrees with a regular expression of RFC 9112 4.
+    static func head(_ input: Data) {
+        let head = ParserProbes.responseHead(input)
+        for status in head.statuses where !(100...999).contains(status) { fail("status \(status)", input) }
+        for field in head.fields where !isToken(field.name) || !isCleanValue(field.value) {
+            fail("field \(field)", input)
+        }
+        if head.ended, head.malformed == nil, head.statuses.isEmpty { fail("a head without a status", input) }
+        let firstLine = Data(input.prefix { $0 != 0x0A })
+        if (ParserProbes.statusLine(firstLine) != nil) != referenceStatusLine(firstLine) {
+            fail("status line disagrees with RFC 9112's grammar", input)
+        }
+    }
+
+    /// RFC 9112 4 as a regular expression over the line's bytes (read as Latin-1, one character a byte), its trailing
+    /// CR and LF stripped as libcurl's lines carry them.
+    private static func referenceStatusLine(_ line: Data) -> Bool {
+        var bytes = [UInt8](line)
+        while let last = bytes.last, last == 0x0D || last == 0x0A { bytes.removeLast() }
+        let text = String(decoding: bytes.map { UInt16($0) }, as: UTF16.self)
+        let pattern = "\\AHTTP/[0-9](\\.[0-9])? [1-9][0-9]{2}( [\\s\\S]*)?\\z"
+        return text.range(of: pattern, options: .regularExpression) != nil
+    }
+
+    /// A trailer (or head) line alone: a field has a token name and a clean value.
+    static func trailer(_ input: Data) {
+        let line = ParserProbes.fieldLine(input)
+        if let name = line.name, !isToken(name) { fail("trailer name \(name)", input) }
+        if let value = line.value, !value.utf8.allSatisfy({ $0 != 0x0D && $0 != 0x0A && $0 != 0 }) {
+            fail("trailer value \(value.debugDescription)", input)
+        }
+    }
+
+    /// HTTP dates: SessionKit's reader and the reference agree on every input; a date accepted prints back as an
+    /// IMF-fixdate that reads as the same date, and an IMF-fixdate input prints back as itself.
+    static func date(_ input: Data) {
+        let text = String(decoding: input, as: UTF8.self)
+        let parsed = ParserProbes.httpDate(text, now: now)
+        let reference = ReferenceHTTPDate.parse(text, now: now)
+        if parsed != reference {
+            fail("HTTPDate \(String(describing: parsed)) but the reference \(String(describing: reference))", input)
+        }
+        guard let parsed else { return }
+        let printed = ParserProbes.imfFixdate(parsed)
+        if ParserProbes.httpDate(printed, now: now) != parsed { fail("\(printed) does not read back", input) }
+        if text.utf8.count == 29, text.utf8.dropFirst(3).first == UInt8(ascii: ","), printed != text {
+            fail("an IMF-fixdate printed back as \(printed)", input)
+        }
+    }
+
+    private static let responseNames = [
+        "Date", "Expires", "Age", "Last-Modified", "Cache-Control", "Vary", "ETag", "Pragma", "Content-Encoding",
+        "Set-Cookie", "Connection", "Keep-Alive",
+    ]
+    private static let requestNames = [
+        "Cache-Control", "Pragma", "Range", "Accept-Language", "Authorization", "Cookie",
+    ]
+    private static let statuses = [200, 203, 204, 206, 300, 301, 304, 308, 404, 410, 500, 503]
+
+    /// The cache's rules on a stored response whose fields the input names (one per line: a byte choosing the field,
+    /// then its value; a line starting with `>` is a request field): lifetimes and ages are finite and not negative,
+    /// and a response used without validation is fresh enough or the request accepts it stale.
+    static func cache(_ input: Data) {
+        guard input.count >= 3 else { return }
+        let status = statuses[Int(input[input.startIndex]) % statuses.count]
+        let elapsed = TimeInterval(Int(input[input.startIndex + 1]) * 997)
+        var fields: [String: String] = [:]
+        var requestFields: [String: String] = [:]
+        for line in input.dropFirst(2).split(separator: 0x0A) {
+            guard let first = line.first else { continue }
+            let isRequest = first == UInt8(ascii: ">")
+            let body = isRequest ? line.dropFirst() : line
+            guard let selector = body.first else { continue }
+            let value = String(decoding: body.dropFirst(), as: UTF8.self)
+            if isRequest {
+                requestFields[requestNames[Int(selector) % requestNames.count]] = value
+            } else {
+                fields[responseNames[Int(selector) % responseNames.count]] = value
+            }
+        }
+        guard
+            let rules = ParserProbes.cacheRules(
+                status: status, fields: fields, requestFields: requestFields, elapsed: elapsed, now: now)
+        else { return }
+        if !rules.lifetime.isFinite || rules.lifetime < 0 { fail("lifetime \(rules.lifetime)", input) }
+        if !rules.age.isFinite || rules.age < 0 { fail("age \(rules.age)", input) }
+        if rules.usable, rules.lifetime <= rules.age, rules.maxStale == nil {
+            fail("used without validation while stale (\(rules.lifetime) ≤ \(rules.age))", input)
+        }
+    }
+
+    /// A challenge accepted prints back (`scheme realm="…"`) as a value that reads as the same challenge.
+    static func challenge(_ input: Data) {
+        let text = String(decoding: input, as: UTF8.self)
+        guard let parsed = ParserProbes.challenge(text) else { return }
+        if !isToken(parsed.scheme) { fail("scheme \(parsed.scheme)", input) }
+        guard let again = ParserProbes.challenge(parsed.printed) else { fail("\(parsed.printed) not read back", input) }
+        if again.scheme != parsed.scheme || again.realm != parsed.realm {
+            fail("\(parsed.printed) read back as \(again.scheme) \(String(describing: again.realm))", input)
+        }
+    }
+}
