@@ -132,9 +132,11 @@ public final class RawWebSocketServer: @unchecked Sendable {
 
     /// A `101 Switching Protocols` for `upgrade`, with `fields` replacing or adding header lines (a nil value drops
     /// the field): `["Sec-WebSocket-Accept": "wrong"]`, `["Upgrade": nil]`.
-    public static func upgradeResponse(for upgrade: Upgrade, status: Int = 101, fields: [String: String?] = [:]) -> Data {
+    public static func upgradeResponse(for upgrade: Upgrade, status: Int = 101, fields: [String: String?] = [:]) -> Data
+    {
         var lines: [(String, String?)] = [
-            ("Upgrade", "websocket"), ("Connection", "Upgrade"), ("Sec-WebSocket-Accept", acceptValue(for: upgrade.key)),
+            ("Upgrade", "websocket"), ("Connection", "Upgrade"),
+            ("Sec-WebSocket-Accept", acceptValue(for: upgrade.key)),
         ]
         for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
             if let index = lines.firstIndex(where: { $0.0 == name }) {
@@ -161,7 +163,9 @@ public final class RawWebSocketServer: @unchecked Sendable {
             out += [maskBit | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
         } else {
             out.append(maskBit | 127)
-            for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: payload.count >> shift)) }
+            for shift in stride(from: 56, through: 0, by: -8) {
+                out.append(UInt8(truncatingIfNeeded: payload.count >> shift))
+            }
         }
         if let mask {
             out += mask

@@ -10,7 +10,9 @@ enum SHA1 {
         let bitLength = UInt64(bytes.count) * 8
         message.append(0x80)
         while message.count % 64 != 56 { message.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) { message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            message.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift)))
+        }
         for chunk in stride(from: 0, to: message.count, by: 64) {
             var w = [UInt32](repeating: 0, count: 80)
             for index in 0..<16 {

@@ -41,7 +41,9 @@ public final class WebSocketServer: @unchecked Sendable {
     private let channel: Channel
     private let log: NIOLockedValueBox<Log>
 
-    private init(port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<Log>) {
+    private init(
+        port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<Log>
+    ) {
         self.port = port
         self.isTLS = isTLS
         self.group = group
@@ -153,7 +155,7 @@ private final class WebSocketServerHandler: ChannelInboundHandler {
             var reply = context.channel.allocator.buffer(capacity: 2)
             if let code { reply.writeInteger(code) }
             context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply)))
-                .whenComplete { _ in context.close(promise: nil) }
+                .whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
         case .text:
             let text = payload.readString(length: payload.readableBytes) ?? ""
             command(text, context: context)

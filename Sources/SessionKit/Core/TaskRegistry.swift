@@ -43,7 +43,9 @@ final class TaskRegistry: Sendable {
     /// Removes and returns the delegate of `task`.
     @discardableResult
     func remove(_ task: URLSessionTask) -> TaskDelegate? {
-        if task is URLSessionStreamTask || task is SessionWebSocketTask { streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) } }
+        if task is URLSessionStreamTask || task is SessionWebSocketTask {
+            streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) }
+        }
         return delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 

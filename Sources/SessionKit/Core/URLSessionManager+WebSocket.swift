@@ -14,7 +14,9 @@ extension URLSessionManager {
     ///   - protocols: The subprotocols to offer (`Sec-WebSocket-Protocol`), in order of preference.
     public func webSocketTask(with url: URL, protocols: [String] = []) -> SessionWebSocketTask {
         var request = URLRequest(url: url)
-        if !protocols.isEmpty { request.setValue(protocols.joined(separator: ", "), forHTTPHeaderField: "Sec-WebSocket-Protocol") }
+        if !protocols.isEmpty {
+            request.setValue(protocols.joined(separator: ", "), forHTTPHeaderField: "Sec-WebSocket-Protocol")
+        }
         return webSocketTask(with: request)
     }
 
@@ -49,7 +51,8 @@ extension URLSessionManager {
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
                 minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
-        let invalidURL = endpoint == nil
+        let invalidURL =
+            endpoint == nil
             ? SessionKitError.session(
                 .invalidRequestField,
                 "\(request.url?.absoluteString ?? "nil") is not a ws, wss, http or https URL with a host.")
@@ -88,7 +91,9 @@ extension URLSessionManager {
     private static func upgradeFields(
         of request: URLRequest, _ configuration: URLSessionConfiguration
     ) -> [(name: String, value: String)] {
-        var fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        var fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map {
+            (name: $0.key, value: $0.value)
+        }
         func has(_ name: String) -> Bool { fields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame } }
         for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
             if let name = name.base as? String, let value = value as? String, !has(name) {

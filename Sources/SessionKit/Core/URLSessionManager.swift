@@ -524,7 +524,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The curl transport's tasks are SessionKit's: URLSession does not know them.
-                for task in registry.tasks where task is CurlTask || task is SessionStreamTask || task is SessionWebSocketTask {
+                for task in registry.tasks
+                where task is CurlTask || task is SessionStreamTask || task is SessionWebSocketTask {
                     task.cancel()
                 }
                 session.invalidateAndCancel()

@@ -66,7 +66,9 @@ struct WebSocketFrame: Sendable, Equatable {
             out.append(0x80 | 127)
             for shift in stride(from: 56, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: count >> shift)) }
         }
-        let key = [UInt8(maskKey >> 24), UInt8((maskKey >> 16) & 0xFF), UInt8((maskKey >> 8) & 0xFF), UInt8(maskKey & 0xFF)]
+        let key = [
+            UInt8(maskKey >> 24), UInt8((maskKey >> 16) & 0xFF), UInt8((maskKey >> 8) & 0xFF), UInt8(maskKey & 0xFF),
+        ]
         out.append(contentsOf: key)
         let start = out.count
         out.append(payload)

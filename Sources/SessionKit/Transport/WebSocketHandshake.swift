@@ -114,7 +114,8 @@ struct WebSocketHandshake: Sendable {
         let bytes = buffer.prefix(maximumHeadLength + 4)
         var index = bytes.startIndex
         while index + 3 < bytes.endIndex {
-            if bytes[index] == 0x0D && bytes[index + 1] == 0x0A && bytes[index + 2] == 0x0D && bytes[index + 3] == 0x0A {
+            if bytes[index] == 0x0D && bytes[index + 1] == 0x0A && bytes[index + 2] == 0x0D && bytes[index + 3] == 0x0A
+            {
                 return index + 4 - bytes.startIndex
             }
             index += 1
@@ -169,12 +170,16 @@ struct WebSocketHandshake: Sendable {
         }
         guard chosen.count <= 1, chosen.allSatisfy({ protocols.contains($0) }) else {
             return .failure(
-                Self.error("The server chose the subprotocol \(chosen.joined(separator: ", ")), which was not offered.", response))
+                Self.error(
+                    "The server chose the subprotocol \(chosen.joined(separator: ", ")), which was not offered.",
+                    response))
         }
         let extensions = values("Sec-WebSocket-Extensions").filter { !$0.isEmpty }
         guard extensions.isEmpty else {
             return .failure(
-                Self.error("The server chose the extension \(extensions.joined(separator: ", ")), which was not offered.", response))
+                Self.error(
+                    "The server chose the extension \(extensions.joined(separator: ", ")), which was not offered.",
+                    response))
         }
         guard let response else {
             return .failure(Self.error("The server's answer to the WebSocket upgrade cannot be represented."))

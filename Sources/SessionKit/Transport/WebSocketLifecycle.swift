@@ -159,7 +159,8 @@ struct WebSocketLifecycle {
         case .idle, .handshaking:
             closeCode = code
             closeReason = reason
-            return end(Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .idle ? [] : [.abort])
+            return end(
+                Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .idle ? [] : [.abort])
         case .open:
             closeCode = code
             closeReason = reason
@@ -200,7 +201,8 @@ struct WebSocketLifecycle {
             if phase == .handshaking {
                 return actions
                     + end(
-                        Self.error(.badServerResponse, "The server closed the connection before answering the upgrade."),
+                        Self.error(
+                            .badServerResponse, "The server closed the connection before answering the upgrade."),
                         then: [.abort])
             }
             return actions + connectionLost(nil)
@@ -262,7 +264,8 @@ struct WebSocketLifecycle {
         head.append(data)
         guard let length = WebSocketHandshake.headLength(in: head) else {
             guard head.count <= WebSocketHandshake.maximumHeadLength else {
-                return end(Self.error(.badServerResponse, "The server's answer to the upgrade is too long."), then: [.abort])
+                return end(
+                    Self.error(.badServerResponse, "The server's answer to the upgrade is too long."), then: [.abort])
             }
             return []
         }
@@ -347,7 +350,8 @@ struct WebSocketLifecycle {
             actions.append(.write(.close(code: failure.code, reason: Data(failure.reason.utf8)), .control))
         }
         let code: URLError.Code = failure.code == 1009 ? .dataLengthExceedsMaximum : .badServerResponse
-        let error = Self.error(code, "The WebSocket connection failed with close code \(failure.code): \(failure.reason)")
+        let error = Self.error(
+            code, "The WebSocket connection failed with close code \(failure.code): \(failure.reason)")
         return actions + end(error, then: [.shutdown])
     }
 
@@ -356,7 +360,8 @@ struct WebSocketLifecycle {
     private mutating func connectionLost(_ error: URLError?) -> [Action] {
         if phase == .closing { return end(nil, then: [.abort]) }
         closeCode = 1006
-        let lost = error ?? Self.error(.networkConnectionLost, "The server closed the connection without a close frame.")
+        let lost =
+            error ?? Self.error(.networkConnectionLost, "The server closed the connection without a close frame.")
         return end(lost, then: [.abort])
     }
 

@@ -74,7 +74,8 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertEqual(lifecycle.receive(id: 2), [])
         _ = lifecycle.resume()
         let actions = lifecycle.received(head, atEOF: false, error: nil)
-        XCTAssertTrue(actions.contains(.write(WebSocketFrame(opcode: .text, payload: Data("early".utf8)), .message(id: 1))))
+        XCTAssertTrue(
+            actions.contains(.write(WebSocketFrame(opcode: .text, payload: Data("early".utf8)), .message(id: 1))))
         XCTAssertEqual(lifecycle.written(.message(id: 1), error: nil), [.completeSend(id: 1, nil)])
         XCTAssertEqual(lifecycle.written(.message(id: 1), error: nil), [], "a send completes once")
     }
@@ -88,9 +89,12 @@ final class WebSocketLifecycleTests: XCTestCase {
         let bad = Data("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
         let actions = lifecycle.received(bad, atEOF: false, error: nil)
         XCTAssertEqual(lifecycle.phase, .closed)
-        XCTAssertEqual(actions.filter { if case .deliver(2, .failure) = $0 { return true } else { return false } }.count, 1)
-        XCTAssertEqual(actions.filter { if case .completeSend(1, _?) = $0 { return true } else { return false } }.count, 1)
-        XCTAssertEqual(actions.filter { if case .completePing(3, _?) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter { if case .deliver(2, .failure) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter { if case .completeSend(1, _?) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter { if case .completePing(3, _?) = $0 { return true } else { return false } }.count, 1)
         XCTAssertEqual(finishes(actions).count, 1)
         XCTAssertEqual(finishes(actions).first??.code, .badServerResponse)
         XCTAssertTrue(actions.contains(.abort))
@@ -105,7 +109,8 @@ final class WebSocketLifecycleTests: XCTestCase {
         let refusal = URLError(.serverCertificateUntrusted)
         let actions = lifecycle.written(.handshake, error: refusal)
         XCTAssertEqual(finishes(actions), [refusal])
-        XCTAssertEqual(lifecycle.received(nil, atEOF: false, error: refusal), [], "the read's failure after it is the same end")
+        XCTAssertEqual(
+            lifecycle.received(nil, atEOF: false, error: refusal), [], "the read's failure after it is the same end")
     }
 
     func testHandshakeTimeoutFailsWithTimedOut() {
@@ -139,7 +144,8 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertTrue(paused, "reading stops once the inbox holds the limit")
         XCTAssertLessThanOrEqual(lifecycle.bufferedByteCount, 64 * 1024 + 1004)
         let actions = lifecycle.receive(id: 1)
-        XCTAssertTrue(actions.contains(.read(timeout: 0)) || lifecycle.bufferedByteCount >= 64 * 1024, "a receive resumes it")
+        XCTAssertTrue(
+            actions.contains(.read(timeout: 0)) || lifecycle.bufferedByteCount >= 64 * 1024, "a receive resumes it")
     }
 
     func testPingsAreAnsweredWithTheirPayload() {
@@ -155,7 +161,8 @@ final class WebSocketLifecycleTests: XCTestCase {
             for case .write(let frame, .ping(id)) in lifecycle.sendPing(id: id) { payloads.append(frame.payload) }
         }
         XCTAssertEqual(payloads.count, 3)
-        XCTAssertEqual(lifecycle.received(frame(0xA, Array("stray".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
+        XCTAssertEqual(
+            lifecycle.received(frame(0xA, Array("stray".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
         let actions = lifecycle.received(frame(0xA, [UInt8](payloads[1])), atEOF: false, error: nil)
         XCTAssertEqual(Array(actions.prefix(2)), [.completePing(id: 1, nil), .completePing(id: 2, nil)])
         let end = lifecycle.cancel()
@@ -180,11 +187,15 @@ final class WebSocketLifecycleTests: XCTestCase {
         _ = lifecycle.receive(id: 1)
         let actions = lifecycle.close(code: 1000, reason: Data("done".utf8))
         XCTAssertEqual(closeFrames(actions), [Data([0x03, 0xE8]) + Data("done".utf8)])
-        XCTAssertEqual(actions.filter { if case .deliver(1, .failure(let e)) = $0 { return e.code == .cancelled } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter {
+                if case .deliver(1, .failure(let e)) = $0 { return e.code == .cancelled } else { return false }
+            }.count, 1)
         XCTAssertTrue(actions.contains(.scheduleCloseTimeout(3)))
         XCTAssertEqual(lifecycle.phase, .closing)
         XCTAssertEqual(lifecycle.close(code: 1000, reason: nil), [], "a second close does nothing")
-        XCTAssertEqual(lifecycle.received(frame(0x1, Array("ignored".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
+        XCTAssertEqual(
+            lifecycle.received(frame(0x1, Array("ignored".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
         let reply = lifecycle.received(frame(0x8, [0x03, 0xE8]), atEOF: false, error: nil)
         XCTAssertEqual(closeFrames(reply), [], "no second close frame")
         XCTAssertEqual(finishes(reply), [nil])
@@ -212,7 +223,9 @@ final class WebSocketLifecycleTests: XCTestCase {
             let actions = lifecycle.received(bytes, atEOF: false, error: nil)
             XCTAssertEqual(closeFrames(actions).first?.prefix(2), Data([UInt8(code >> 8), UInt8(code & 0xFF)]), name)
             XCTAssertEqual(lifecycle.closeCode, code, name)
-            let delivered = actions.compactMap { if case .deliver(1, let result) = $0 { return result } else { return nil } }
+            let delivered = actions.compactMap {
+                if case .deliver(1, let result) = $0 { return result } else { return nil }
+            }
             XCTAssertEqual(delivered.count, 1, name)
             if case .success = delivered.first { XCTFail("data of a rejected frame delivered: \(name)") }
             XCTAssertEqual(finishes(actions).first??.code, errorCode, name)
@@ -238,9 +251,18 @@ final class WebSocketLifecycleTests: XCTestCase {
         let actions = lifecycle.cancel()
         XCTAssertEqual(actions.count, 6, "\(actions)")
         XCTAssertEqual(finishes(actions).first??.code, .cancelled)
-        XCTAssertEqual(lifecycle.written(.message(id: 3), error: URLError(.cancelled)), [], "the stream's own failure comes after")
+        XCTAssertEqual(
+            lifecycle.written(.message(id: 3), error: URLError(.cancelled)), [], "the stream's own failure comes after")
         XCTAssertEqual(lifecycle.cancel(), [])
-        XCTAssertEqual(lifecycle.receive(id: 5), [.deliver(receive: 5, .failure(URLError(.cancelled, userInfo: [NSLocalizedDescriptionKey: "The WebSocket task was cancelled."])))])
+        XCTAssertEqual(
+            lifecycle.receive(id: 5),
+            [
+                .deliver(
+                    receive: 5,
+                    .failure(
+                        URLError(.cancelled, userInfo: [NSLocalizedDescriptionKey: "The WebSocket task was cancelled."])
+                    ))
+            ])
     }
 
     func testIllegalEventsChangeNothing() {

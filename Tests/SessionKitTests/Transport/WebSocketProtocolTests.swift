@@ -21,7 +21,11 @@ final class WebSocketProtocolTests: XCTestCase {
         } else {
             out += [bit | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
         }
-        if let mask { out += mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] } } else { out += payload }
+        if let mask {
+            out += mask + payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        } else {
+            out += payload
+        }
         return Data(out)
     }
 
@@ -133,7 +137,11 @@ final class WebSocketProtocolTests: XCTestCase {
     func testUTF8ValidatorRefusesWhatRFC3629Forbids() {
         let invalid: [[UInt8]] = [
             [0x80], [0xC0, 0x80], [0xC1, 0xBF], [0xE0, 0x80, 0x80], [0xED, 0xA0, 0x80], [0xF0, 0x80, 0x80, 0x80],
-            [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xFF], [0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5, 0xED, 0xA0, 0x80, 0x65, 0x64, 0x69, 0x74, 0x65, 0x64],
+            [0xF4, 0x90, 0x80, 0x80], [0xF5, 0x80, 0x80, 0x80], [0xFF],
+            [
+                0xCE, 0xBA, 0xE1, 0xBD, 0xB9, 0xCF, 0x83, 0xCE, 0xBC, 0xCE, 0xB5, 0xED, 0xA0, 0x80, 0x65, 0x64, 0x69,
+                0x74, 0x65, 0x64,
+            ],
         ]
         for bytes in invalid { XCTAssertFalse(UTF8Validator.isValid(Data(bytes)), "\(bytes)") }
         XCTAssertFalse(UTF8Validator.isValid(Data([0xE2, 0x82])), "cut short at the end")
@@ -177,14 +185,16 @@ final class WebSocketProtocolTests: XCTestCase {
     }
 
     func testReaderFailsAMessageOverTheLimitAcrossFragmentsWith1009() {
-        let data = frame(0x2, [UInt8](repeating: 1, count: 60), fin: false) + frame(0x0, [UInt8](repeating: 1, count: 60))
+        let data =
+            frame(0x2, [UInt8](repeating: 1, count: 60), fin: false) + frame(0x0, [UInt8](repeating: 1, count: 60))
         let (events, failure) = read(data, limit: 100)
         XCTAssertEqual(failure, 1009)
         XCTAssertEqual(events, [])
     }
 
     func testReaderChecksCloseFrames() {
-        XCTAssertEqual(read(frame(0x8, [0x03, 0xE8] + Array("bye".utf8))).0, [.close(code: 1000, reason: Data("bye".utf8))])
+        XCTAssertEqual(
+            read(frame(0x8, [0x03, 0xE8] + Array("bye".utf8))).0, [.close(code: 1000, reason: Data("bye".utf8))])
         XCTAssertEqual(read(frame(0x8, [])).0, [.close(code: nil, reason: Data())])
         XCTAssertEqual(read(frame(0x8, [0x03])).1, 1002, "one-byte payload")
         XCTAssertEqual(read(frame(0x8, [0x03, 0xED])).1, 1002, "1005 is never sent")
@@ -238,10 +248,13 @@ final class WebSocketProtocolTests: XCTestCase {
     }
 
     func testHandshakeAcceptsAConformingAnswer() throws {
-        let accepted = try handshake(protocols: ["chat"]).accept(head: answer(good + ["Sec-WebSocket-Protocol: chat"])).get()
+        let accepted = try handshake(protocols: ["chat"]).accept(head: answer(good + ["Sec-WebSocket-Protocol: chat"]))
+            .get()
         XCTAssertEqual(accepted.negotiatedProtocol, "chat")
         XCTAssertEqual(accepted.response.statusCode, 101)
-        let tokens = good.map { $0.replacingOccurrences(of: "Connection: Upgrade", with: "connection: keep-alive, UPGRADE") }
+        let tokens = good.map {
+            $0.replacingOccurrences(of: "Connection: Upgrade", with: "connection: keep-alive, UPGRADE")
+        }
         XCTAssertNoThrow(try handshake().accept(head: answer(tokens)).get(), "tokens, any case")
     }
 
@@ -275,7 +288,8 @@ final class WebSocketProtocolTests: XCTestCase {
     }
 
     func testFieldsThatCannotGoOnTheWireAreRefused() {
-        let bad = WebSocketHandshake(url: URL(string: "ws://a/")!, key: "k", protocols: [], fields: [("X", "a\r\nB: c")])
+        let bad = WebSocketHandshake(
+            url: URL(string: "ws://a/")!, key: "k", protocols: [], fields: [("X", "a\r\nB: c")])
         XCTAssertNotNil(bad.fieldError)
         let badProtocol = WebSocketHandshake(url: URL(string: "ws://a/")!, key: "k", protocols: ["a b"], fields: [])
         XCTAssertNotNil(badProtocol.fieldError)

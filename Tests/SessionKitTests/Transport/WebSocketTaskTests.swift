@@ -30,7 +30,9 @@ final class WebSocketTaskTests: XCTestCase {
         return server
     }
 
-    private func startRaw(_ script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data) async throws
+    private func startRaw(
+        _ script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
+    ) async throws
         -> RawWebSocketServer
     {
         let server = try await RawWebSocketServer.start(script: script)
@@ -189,7 +191,10 @@ final class WebSocketTaskTests: XCTestCase {
         let server = try await startServer()
         let storage = HTTPCookieStorage.shared
         let cookie = try XCTUnwrap(
-            HTTPCookie(properties: [.name: "session", .value: "abc", .domain: "127.0.0.1", .path: "/", .originURL: URL(string: "http://127.0.0.1/")!]))
+            HTTPCookie(properties: [
+                .name: "session", .value: "abc", .domain: "127.0.0.1", .path: "/",
+                .originURL: URL(string: "http://127.0.0.1/")!,
+            ]))
         storage.setCookie(cookie)
         defer { storage.deleteCookie(cookie) }
         let (manager, completions) = makeManager { configuration in
@@ -297,7 +302,9 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(completions.count(of: task), 1, what, file: file, line: line)
     }
 
-    private func frame(_ opcode: UInt8, _ payload: [UInt8] = [], fin: Bool = true, rsv: UInt8 = 0, mask: [UInt8]? = nil)
+    private func frame(
+        _ opcode: UInt8, _ payload: [UInt8] = [], fin: Bool = true, rsv: UInt8 = 0, mask: [UInt8]? = nil
+    )
         -> Data
     {
         RawWebSocketServer.frame(opcode: opcode, payload: payload, fin: fin, rsv: rsv, mask: mask)
@@ -318,7 +325,8 @@ final class WebSocketTaskTests: XCTestCase {
     }
 
     func testALongOrFragmentedControlFrameFailsWithProtocolError() async throws {
-        try await assertFails(with: .protocolError, frames: frame(0x9, [UInt8](repeating: 1, count: 126)), "ping of 126")
+        try await assertFails(
+            with: .protocolError, frames: frame(0x9, [UInt8](repeating: 1, count: 126)), "ping of 126")
         try await assertFails(with: .protocolError, frames: frame(0x9, [1], fin: false), "fragmented ping")
     }
 
@@ -342,7 +350,8 @@ final class WebSocketTaskTests: XCTestCase {
             "one frame")
         try await assertFails(
             with: .messageTooBig,
-            frames: frame(0x2, [UInt8](repeating: 1, count: 600), fin: false) + frame(0x0, [UInt8](repeating: 1, count: 600)),
+            frames: frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
+                + frame(0x0, [UInt8](repeating: 1, count: 600)),
             maximumMessageSize: 1_000, "fragments")
     }
 
@@ -387,7 +396,8 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(completion?.code, .badServerResponse, what, file: file, line: line)
         XCTAssertNil(task.negotiatedProtocol, what, file: file, line: line)
         XCTAssertEqual(server.upgrades.count, 1, what, file: file, line: line)
-        XCTAssertTrue(server.clientFrames().isEmpty, "\(what): no frame after a refused handshake", file: file, line: line)
+        XCTAssertTrue(
+            server.clientFrames().isEmpty, "\(what): no frame after a refused handshake", file: file, line: line)
     }
 
     func testAWrongAcceptKeyIsRefused() async throws {
@@ -397,7 +407,9 @@ final class WebSocketTaskTests: XCTestCase {
     }
 
     func testAnAnswerWithoutUpgradeIsRefused() async throws {
-        try await assertHandshakeRefused("no Upgrade") { RawWebSocketServer.upgradeResponse(for: $0, fields: ["Upgrade": nil]) }
+        try await assertHandshakeRefused("no Upgrade") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Upgrade": nil])
+        }
         try await assertHandshakeRefused("no Connection") {
             RawWebSocketServer.upgradeResponse(for: $0, fields: ["Connection": nil])
         }
@@ -494,7 +506,9 @@ final class WebSocketTaskTests: XCTestCase {
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
         let completion = await completions.completion(of: task) as? URLError
         XCTAssertEqual(completion?.code, .cancelled)
-        if case .success = try await pending.value(timeout: 5, file: #filePath, line: #line) { XCTFail("a pending receive succeeded") }
+        if case .success = try await pending.value(timeout: 5, file: #filePath, line: #line) {
+            XCTFail("a pending receive succeeded")
+        }
         let later = manager.webSocketTask(with: server.url())
         XCTAssertFalse(manager.tasks.contains { $0 === later }, "a task of an invalidated session is not listed")
         later.resume()
