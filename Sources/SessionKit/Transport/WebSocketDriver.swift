@@ -49,6 +49,8 @@ final class WebSocketDriver: @unchecked Sendable {
         var drainScheduled = false
         var completionDelivered = false
         var refusalFinished = false
+        /// Suspended by the caller after the connection started (before, the lifecycle is idle).
+        var suspended = false
     }
 
     let request: URLRequest
@@ -83,7 +85,7 @@ final class WebSocketDriver: @unchecked Sendable {
             switch state.lifecycle.phase {
             case .idle: return .suspended
             case .closed: return state.lifecycle.error?.code == .cancelled ? .canceling : .running
-            default: return .running
+            default: return state.suspended ? .suspended : .running
             }
         }
     }
@@ -110,14 +112,33 @@ final class WebSocketDriver: @unchecked Sendable {
 
     func resume() {
         if refuse(nil) { return }
-        let started = state.read { $0.lifecycle.phase == .idle }
-        apply { $0.resume() }
-        if started, let task {
-            environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: true)
+        let actions = apply { $0.resume() }
+        var resumed = !actions.isEmpty
+        if !resumed {
+            // Started already: only a suspended task has something to resume (its stream's I/O).
+            resumed = state.write { state -> Bool in
+                defer { state.suspended = false }
+                return state.suspended
+            }
+            if resumed { stream.resume() }
         }
+        if resumed, let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: true) }
     }
 
-    func suspend() { stream.suspend() }
+    /// Holds the connection's I/O once it started; queued operations wait.
+    func suspend() {
+        guard environment.refusal == nil else { return }
+        let suspended = state.write { state -> Bool in
+            guard !state.suspended, state.lifecycle.phase != .idle, state.lifecycle.phase != .closed else {
+                return false
+            }
+            state.suspended = true
+            return true
+        }
+        guard suspended else { return }
+        stream.suspend()
+        if let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: false) }
+    }
 
     func cancel() {
         if refuse(nil) { return }
@@ -173,16 +194,20 @@ final class WebSocketDriver: @unchecked Sendable {
 
     // MARK: - Transitions
 
-    private func apply(_ transition: (inout WebSocketLifecycle) -> [WebSocketLifecycle.Action]) {
+    @discardableResult
+    private func apply(
+        _ transition: (inout WebSocketLifecycle) -> [WebSocketLifecycle.Action]
+    ) -> [WebSocketLifecycle.Action] {
         apply(registering: { _ in 0 }) { lifecycle, _ in transition(&lifecycle) }
     }
 
     /// Runs `transition` under the lock (after `register` stored the operation's handler), then performs its I/O
     /// actions in order and schedules its completions.
+    @discardableResult
     private func apply(
         registering register: (inout State) -> Int,
         _ transition: (inout WebSocketLifecycle, Int) -> [WebSocketLifecycle.Action]
-    ) {
+    ) -> [WebSocketLifecycle.Action] {
         let actions = state.write { state -> [WebSocketLifecycle.Action] in
             let id = register(&state)
             let actions = transition(&state.lifecycle, id)
@@ -191,6 +216,7 @@ final class WebSocketDriver: @unchecked Sendable {
         }
         for action in actions { perform(action) }
         if actions.contains(where: Self.isCompletion) { flush() }
+        return actions
     }
 
     private static func isCompletion(_ action: WebSocketLifecycle.Action) -> Bool {

@@ -476,6 +476,28 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(completions.count(of: task), 1)
     }
 
+    func testSuspendHoldsTheConnectionUntilResumed() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("open"))
+        _ = try await task.receive()
+        task.suspend()
+        XCTAssertEqual(task.state, .suspended)
+        let echoed = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
+        task.send(.string("held")) { _ in }
+        task.receive { echoed.resolve($0) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertEqual(echoed.deliveries, 0, "nothing moves while suspended")
+        task.resume()
+        XCTAssertEqual(task.state, .running)
+        let result = try await echoed.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual(try result.get(), .string("held"))
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
     func testCancellingTheAwaitingSwiftTaskCancelsTheWebSocketTask() async throws {
         let server = try await startServer()
         let (manager, completions) = makeManager()
