@@ -167,6 +167,7 @@ struct Demo {
 
         try await cachingStep(server)
         try await streamStep(pinned)
+        try await webSocketStep(pinned)
     }
 
     /// 9. A TCP stream task that upgrades to TLS (STARTTLS), the pinning policy deciding in the handshake.

@@ -21,16 +21,17 @@ final class TaskRegistry: Sendable {
     }
 
     private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
-    /// Stream tasks, which have no per-task delegate (their operations complete through their own handlers).
-    private let streams = Protected<[ObjectIdentifier: URLSessionStreamTask]>([:])
+    /// Stream and WebSocket tasks, which have no per-task delegate (their operations complete through their own
+    /// handlers).
+    private let streams = Protected<[ObjectIdentifier: URLSessionTask]>([:])
 
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
         delegates.write { $0[ObjectIdentifier(delegate.task)] = delegate }
     }
 
-    /// Registers a stream task until it completes.
-    func add(_ stream: URLSessionStreamTask) {
+    /// Registers a stream or WebSocket task until it completes.
+    func add(_ stream: URLSessionTask) {
         streams.write { $0[ObjectIdentifier(stream)] = stream }
     }
 
@@ -42,7 +43,9 @@ final class TaskRegistry: Sendable {
     /// Removes and returns the delegate of `task`.
     @discardableResult
     func remove(_ task: URLSessionTask) -> TaskDelegate? {
-        if task is URLSessionStreamTask { streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) } }
+        if task is URLSessionStreamTask || task is SessionWebSocketTask {
+            streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) }
+        }
         return delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
@@ -61,7 +64,7 @@ final class TaskRegistry: Sendable {
 
     /// The tasks still registered, oldest first.
     var tasks: [URLSessionTask] {
-        (delegates.read { $0.values.map(\.task) } + streams.read { Array($0.values) as [URLSessionTask] })
+        (delegates.read { $0.values.map(\.task) } + streams.read { Array($0.values) })
             .sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 

@@ -32,7 +32,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// manager's own serial dispatch queue, where the curl transport's tasks deliver the same callbacks.
     public let operationQueue: OperationQueue
     /// The serial queue under ``operationQueue``.
-    private let delegateDispatchQueue = DispatchQueue(label: "com.sessionkit.manager.delegate")
+    let delegateDispatchQueue = DispatchQueue(label: "com.sessionkit.manager.delegate")
 
     /// The configuration each session of this manager is built from (a copy is used).
     public let sessionConfiguration: URLSessionConfiguration
@@ -524,7 +524,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The curl transport's tasks are SessionKit's: URLSession does not know them.
-                for task in registry.tasks where task is CurlTask || task is SessionStreamTask { task.cancel() }
+                for task in registry.tasks
+                where task is CurlTask || task is SessionStreamTask || task is SessionWebSocketTask {
+                    task.cancel()
+                }
                 session.invalidateAndCancel()
             } else {
                 session.finishTasksAndInvalidate()
@@ -548,7 +551,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Runs `make` under the session lock, as ``makeTask`` creates its tasks, with the session (made now if there is
     /// none) and the error to refuse the task with when the session was invalidated without a reset. A task `make`
     /// registers cannot escape the cancel loop of ``invalidateSessionCancelingTasks(_:resetSession:)``.
-    func makeStreamTask(_ make: (URLSession, _ refusal: NSError?) -> SessionStreamTask) -> SessionStreamTask {
+    func makeStreamTask<Task>(_ make: (URLSession, _ refusal: NSError?) -> Task) -> Task {
         sessionState.write { state in
             let session = state.session ?? makeSession()
             state.session = session

@@ -1,0 +1,116 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+// MARK: - WebSocket tasks
+
+extension URLSessionManager {
+    /// Creates a WebSocket task to `url` (`ws://` or `wss://`), not resumed.
+    ///
+    /// - Parameters:
+    ///   - url: The endpoint; `http` and `https` are taken as `ws` and `wss`.
+    ///   - protocols: The subprotocols to offer (`Sec-WebSocket-Protocol`), in order of preference.
+    public func webSocketTask(with url: URL, protocols: [String] = []) -> SessionWebSocketTask {
+        var request = URLRequest(url: url)
+        if !protocols.isEmpty {
+            request.setValue(protocols.joined(separator: ", "), forHTTPHeaderField: "Sec-WebSocket-Protocol")
+        }
+        return webSocketTask(with: request)
+    }
+
+    /// Creates a WebSocket task for `request`, not resumed.
+    ///
+    /// The upgrade request carries the request's header fields (its `Sec-WebSocket-Protocol` lists the subprotocols
+    /// offered), the configuration's additional headers, the cookie storage's cookies for the URL and, when the URL
+    /// has a user and password and the request no `Authorization`, Basic credentials. The task runs on libcurl
+    /// whatever ``transport`` is; `wss` is checked by the ``securityPolicy`` and the TLS versions set when the task
+    /// is created. It is listed in ``tasks`` until it completes (through ``taskDidComplete``), and cancelled by
+    /// ``invalidateSessionCancelingTasks(_:resetSession:)``. Made after the session was invalidated without a reset,
+    /// or with a URL that is not `ws`, `wss`, `http` or `https` with a host, or with a header field that cannot go on
+    /// the wire, it is not listed, and `resume()` and every operation fail with the reason.
+    ///
+    /// ```swift
+    /// var request = URLRequest(url: URL(string: "ws://127.0.0.1:8080/echo")!)
+    /// request.setValue("Bearer token", forHTTPHeaderField: "Authorization")
+    /// let task = manager.webSocketTask(with: request)
+    /// task.resume()
+    /// task.send(.string("hi")) { error in print(error ?? "sent") }
+    /// task.receive { result in print(result) }
+    /// ```
+    ///
+    /// - Parameter request: The upgrade request (its method and body are not used).
+    public func webSocketTask(with request: URLRequest) -> SessionWebSocketTask {
+        let configuration = sessionConfiguration
+        let endpoint = request.url.flatMap(WebSocketHandshake.endpoint(of:))
+        let handshake = WebSocketHandshake(
+            url: request.url ?? URL(fileURLWithPath: "/"), key: WebSocketHandshake.makeKey(),
+            protocols: Self.offeredProtocols(in: request), fields: Self.upgradeFields(of: request, configuration))
+        let options = TransportTaskOptions(
+            policy: securityPolicy,
+            tlsVersions: TLSVersionRange(
+                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
+        let invalidURL =
+            endpoint == nil
+            ? SessionKitError.session(
+                .invalidRequestField,
+                "\(request.url?.absoluteString ?? "nil") is not a ws, wss, http or https URL with a host.")
+            : nil
+        // Under the session lock, as stream tasks are made: one made while the session is being invalidated is either
+        // refused or registered before the invalidation's cancel loop runs.
+        return makeStreamTask { session, refusal in
+            let sink =
+                session.delegate as? TaskEventSink ?? SessionDelegateHub(registry: registry, overrides: overrides)
+            let refusal = refusal ?? invalidURL ?? handshake.fieldError
+            let stream = taskTransports.curl.makeStreamTask(
+                host: endpoint?.host ?? "invalid", port: endpoint?.port ?? 0, options: options, session: session,
+                sink: WebSocketStreamSink(), refusal: refusal)
+            let driver = WebSocketDriver(
+                request: request, handshake: handshake, secure: endpoint?.secure ?? false, stream: stream,
+                timeout: configuration.timeoutIntervalForRequest,
+                environment: .init(
+                    sink: sink, session: session, delegateQueue: delegateDispatchQueue,
+                    cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
+                    refusal: refusal))
+            let made = SessionWebSocketTask(driver: driver)
+            if refusal == nil { registry.add(made) }
+            return made
+        }
+    }
+
+    /// The subprotocols a request's `Sec-WebSocket-Protocol` offers.
+    private static func offeredProtocols(in request: URLRequest) -> [String] {
+        (request.value(forHTTPHeaderField: "Sec-WebSocket-Protocol") ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }.filter { !$0.isEmpty }
+    }
+
+    /// The upgrade request's fields beyond the handshake's own: the request's, then the configuration's additional
+    /// headers it lacks, its cookies and the Basic credentials of its URL.
+    private static func upgradeFields(
+        of request: URLRequest, _ configuration: URLSessionConfiguration
+    ) -> [(name: String, value: String)] {
+        var fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map {
+            (name: $0.key, value: $0.value)
+        }
+        func has(_ name: String) -> Bool { fields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame } }
+        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
+            if let name = name.base as? String, let value = value as? String, !has(name) {
+                fields.append((name, value))
+            }
+        }
+        if request.httpShouldHandleCookies, configuration.httpShouldSetCookies, !has("Cookie"),
+            let storage = configuration.httpCookieStorage, let url = WebSocketDriver.httpURL(for: request.url),
+            let cookies = storage.cookies(for: url), !cookies.isEmpty
+        {
+            for (name, value) in HTTPCookie.requestHeaderFields(with: cookies) { fields.append((name, value)) }
+        }
+        if !has("Authorization"), let url = request.url, let user = url.user {
+            let password = url.password ?? ""
+            let credentials = "\(user.removingPercentEncoding ?? user):\(password.removingPercentEncoding ?? password)"
+            fields.append(("Authorization", "Basic " + Data(credentials.utf8).base64EncodedString()))
+        }
+        return fields
+    }
+}

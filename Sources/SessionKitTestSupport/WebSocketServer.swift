@@ -1,0 +1,208 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import NIOWebSocket
+
+/// A WebSocket server (SwiftNIO's `NIOWebSocket`) on an ephemeral 127.0.0.1 port, over plain TCP or TLS, for tests
+/// and the demo: a well-behaved peer that echoes, answers pings and closes when asked.
+///
+/// Text commands: `close <code> <reason>` makes the server close with that code; `fragments` makes it send the text
+/// `"héllo wörld"` in fragments split inside code points with a ping between them; `ping` makes it ping the client;
+/// `binary <n>` makes it send `n` bytes. Any other message comes back as it went (text or binary). It answers
+/// pings with pongs, and a client's close frame with its own (the same code), then closes the connection.
+///
+/// ```swift
+/// let server = try await WebSocketServer.start(protocols: ["chat"])
+/// let task = manager.webSocketTask(with: server.url("/echo"), protocols: ["chat"])
+/// ```
+public final class WebSocketServer: @unchecked Sendable {
+    // @unchecked Sendable: `log` is a `NIOLockedValueBox`; the rest is immutable after start.
+
+    /// What the server saw of its clients.
+    public struct Log: Sendable {
+        /// The upgrade requests' heads: target and header fields, in order.
+        public var upgrades: [(target: String, headers: [(String, String)])] = []
+        /// The close codes clients sent (nil for a close frame without a code).
+        public var closeCodes: [Int?] = []
+        /// Pongs received for the server's pings.
+        public var pongs = 0
+        /// Connections accepted (TCP), and connections upgraded.
+        public var connections = 0
+    }
+
+    /// The port the server listens on.
+    public let port: Int
+    /// Whether the server speaks TLS.
+    public let isTLS: Bool
+    private let group: MultiThreadedEventLoopGroup
+    private let channel: Channel
+    private let log: NIOLockedValueBox<Log>
+
+    private init(
+        port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<Log>
+    ) {
+        self.port = port
+        self.isTLS = isTLS
+        self.group = group
+        self.channel = channel
+        self.log = log
+    }
+
+    /// Starts a server.
+    ///
+    /// - Parameters:
+    ///   - tls: The server's certificate and key, or nil for plain TCP.
+    ///   - protocols: The subprotocols it speaks; it chooses the first of the client's it knows.
+    ///   - threads: Event-loop threads.
+    public static func start(
+        tls: TestCertificates.Identity? = nil, protocols: [String] = [], threads: Int = 1
+    ) async throws -> WebSocketServer {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
+        let log = NIOLockedValueBox(Log())
+        let sslContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        let upgrader = NIOWebSocketServerUpgrader(
+            maxFrameSize: 1 << 24, automaticErrorHandling: true,
+            shouldUpgrade: { channel, head in
+                var headers = HTTPHeaders()
+                let offered = head.headers["Sec-WebSocket-Protocol"].flatMap { $0.split(separator: ",") }.map {
+                    $0.trimmingCharacters(in: .whitespaces)
+                }
+                if let chosen = offered.first(where: { protocols.contains($0) }) {
+                    headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
+                }
+                log.withLockedValue {
+                    $0.upgrades.append((head.uri, head.headers.map { ($0.name, $0.value) }))
+                }
+                return channel.eventLoop.makeSucceededFuture(headers)
+            },
+            upgradePipelineHandler: { channel, _ in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(
+                        NIOWebSocketFrameAggregator(
+                            minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 10_000,
+                            maxAccumulatedFrameSize: 1 << 24))
+                    try channel.pipeline.syncOperations.addHandler(WebSocketServerHandler(log: log))
+                }
+            })
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 512)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                log.withLockedValue { $0.connections += 1 }
+                return channel.eventLoop.makeCompletedFuture {
+                    if let sslContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
+                    }
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(
+                        withServerUpgrade: (upgraders: [upgrader], completionHandler: { _ in }))
+                }
+            }
+        do {
+            let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
+            guard let port = channel.localAddress?.port else { throw LoopbackServerError.noPort }
+            return WebSocketServer(port: port, isTLS: sslContext != nil, group: group, channel: channel, log: log)
+        } catch {
+            try? await group.shutdownGracefully()
+            throw error
+        }
+    }
+
+    /// `ws://127.0.0.1:PORT` + `path` (or `wss://…`).
+    public func url(_ path: String = "/") -> URL {
+        URL(string: "\(isTLS ? "wss" : "ws")://127.0.0.1:\(port)\(path)") ?? URL(fileURLWithPath: "/")
+    }
+
+    /// What the server saw so far.
+    public var seen: Log { log.withLockedValue { $0 } }
+
+    /// Closes the listening socket and every connection, and stops the event loops.
+    public func shutdown() async throws {
+        try? await channel.close()
+        try await group.shutdownGracefully()
+    }
+}
+
+/// One upgraded connection: echoes, answers pings, runs the text commands, closes when asked.
+private final class WebSocketServerHandler: ChannelInboundHandler {
+    typealias InboundIn = WebSocketFrame
+    typealias OutboundOut = WebSocketFrame
+
+    private let log: NIOLockedValueBox<WebSocketServer.Log>
+    private var closing = false
+
+    init(log: NIOLockedValueBox<WebSocketServer.Log>) { self.log = log }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        var payload = frame.unmaskedData
+        switch frame.opcode {
+        case .ping:
+            send(.pong, payload, context: context)
+        case .pong:
+            log.withLockedValue { $0.pongs += 1 }
+        case .connectionClose:
+            let code = payload.readableBytes >= 2 ? payload.getInteger(at: payload.readerIndex, as: UInt16.self) : nil
+            log.withLockedValue { $0.closeCodes.append(code.map(Int.init)) }
+            if closing {
+                context.close(promise: nil)
+                return
+            }
+            closing = true
+            var reply = context.channel.allocator.buffer(capacity: 2)
+            if let code { reply.writeInteger(code) }
+            context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: .connectionClose, data: reply)))
+                .whenComplete { [channel = context.channel] _ in channel.close(promise: nil) }
+        case .text:
+            let text = payload.readString(length: payload.readableBytes) ?? ""
+            command(text, context: context)
+        case .binary:
+            send(.binary, payload, context: context)
+        default:
+            break
+        }
+    }
+
+    private func command(_ text: String, context: ChannelHandlerContext) {
+        let words = text.split(separator: " ", maxSplits: 2).map(String.init)
+        switch words.first {
+        case "close" where words.count >= 2:
+            closing = true
+            var payload = context.channel.allocator.buffer(capacity: 64)
+            payload.writeInteger(UInt16(words[1]) ?? 1000)
+            if words.count > 2 { payload.writeString(words[2]) }
+            send(.connectionClose, payload, context: context)
+        case "fragments":
+            let bytes = Array("héllo wörld".utf8)
+            // Split inside "é" (bytes 1…2) and inside "ö" (bytes 8…9), with a ping between fragments.
+            let pieces = [Array(bytes[0..<2]), Array(bytes[2..<9]), Array(bytes[9...])]
+            for (index, piece) in pieces.enumerated() {
+                let buffer = context.channel.allocator.buffer(bytes: piece)
+                let opcode: WebSocketOpcode = index == 0 ? .text : .continuation
+                context.write(
+                    wrapOutboundOut(WebSocketFrame(fin: index == pieces.count - 1, opcode: opcode, data: buffer)),
+                    promise: nil)
+                if index == 0 { send(.ping, context.channel.allocator.buffer(string: "between"), context: context) }
+            }
+            context.flush()
+        case "ping":
+            send(.ping, context.channel.allocator.buffer(string: "server"), context: context)
+        case "binary" where words.count == 2:
+            let count = Int(words[1]) ?? 0
+            send(.binary, context.channel.allocator.buffer(repeating: 0x5A, count: count), context: context)
+        default:
+            send(.text, context.channel.allocator.buffer(string: text), context: context)
+        }
+    }
+
+    private func send(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, context: ChannelHandlerContext) {
+        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: payload)), promise: nil)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+}

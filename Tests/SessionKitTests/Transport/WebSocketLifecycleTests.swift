@@ -1,0 +1,289 @@
+import Foundation
+import XCTest
+
+@testable import SessionKit
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `WebSocketLifecycle` without I/O: the handshake, the order of deliveries, the close handshake both ways, the
+/// failure codes, one completion per operation and one finish, and the events that make no sense in a phase.
+final class WebSocketLifecycleTests: XCTestCase {
+    private typealias Lifecycle = WebSocketLifecycle
+    private static let key = "dGhlIHNhbXBsZSBub25jZQ=="
+
+    private func makeLifecycle(limit: Int = 1 << 20) -> Lifecycle {
+        Lifecycle(
+            handshake: WebSocketHandshake(url: URL(string: "ws://h/")!, key: Self.key, protocols: [], fields: []),
+            maximumMessageSize: limit, handshakeTimeout: 5, closeTimeout: 3)
+    }
+
+    private let head = Data(
+        ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            + "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n").utf8)
+
+    private func frame(_ opcode: UInt8, _ payload: [UInt8] = [], fin: Bool = true) -> Data {
+        Data([(fin ? 0x80 : 0) | opcode, UInt8(payload.count)] + payload)
+    }
+
+    /// A lifecycle whose handshake succeeded.
+    private func open(limit: Int = 1 << 20) -> Lifecycle {
+        var lifecycle = makeLifecycle(limit: limit)
+        _ = lifecycle.resume()
+        let actions = lifecycle.received(head, atEOF: false, error: nil)
+        XCTAssertTrue(actions.contains { if case .opened = $0 { return true } else { return false } })
+        XCTAssertEqual(lifecycle.phase, .open)
+        return lifecycle
+    }
+
+    private func finishes(_ actions: [Lifecycle.Action]) -> [URLError?] {
+        actions.compactMap { if case .finish(let error) = $0 { return .some(error) } else { return nil } }
+    }
+
+    private func closeFrames(_ actions: [Lifecycle.Action]) -> [Data] {
+        actions.compactMap { action in
+            if case .write(let frame, _) = action, frame.opcode == .close { return frame.payload }
+            return nil
+        }
+    }
+
+    func testResumeConnectsAndReadsTheAnswerOnce() {
+        var lifecycle = makeLifecycle()
+        let actions = lifecycle.resume()
+        guard case .connect(let request)? = actions.first else { return XCTFail("no connect") }
+        XCTAssertTrue(String(decoding: request, as: UTF8.self).contains("Sec-WebSocket-Key: \(Self.key)"))
+        XCTAssertEqual(actions.last, .read(timeout: 5), "the handshake's read has the handshake timeout")
+        XCTAssertEqual(lifecycle.resume(), [], "a second resume does nothing")
+    }
+
+    func testAnswerSplitAcrossReadsAndFramesInTheSameReadAreKept() {
+        var lifecycle = makeLifecycle()
+        _ = lifecycle.resume()
+        XCTAssertEqual(lifecycle.received(head.prefix(10), atEOF: false, error: nil), [.read(timeout: 5)])
+        let rest = Data(head.dropFirst(10)) + frame(0x1, Array("hi".utf8))
+        let actions = lifecycle.received(rest, atEOF: false, error: nil)
+        XCTAssertEqual(lifecycle.phase, .open)
+        XCTAssertEqual(lifecycle.receive(id: 1), [.deliver(receive: 1, .success(.string("hi")))])
+        XCTAssertEqual(actions.last, .read(timeout: 0), "an open connection reads without a timeout")
+    }
+
+    func testOperationsQueuedBeforeTheHandshakeRunOnceItSucceeds() {
+        var lifecycle = makeLifecycle()
+        XCTAssertEqual(lifecycle.send(.string("early"), id: 1), [])
+        XCTAssertEqual(lifecycle.receive(id: 2), [])
+        _ = lifecycle.resume()
+        let actions = lifecycle.received(head, atEOF: false, error: nil)
+        XCTAssertTrue(
+            actions.contains(.write(WebSocketFrame(opcode: .text, payload: Data("early".utf8)), .message(id: 1))))
+        XCTAssertEqual(lifecycle.written(.message(id: 1), error: nil), [.completeSend(id: 1, nil)])
+        XCTAssertEqual(lifecycle.written(.message(id: 1), error: nil), [], "a send completes once")
+    }
+
+    func testRefusedHandshakeFailsQueuedOperationsAndFinishesOnce() {
+        var lifecycle = makeLifecycle()
+        _ = lifecycle.send(.string("x"), id: 1)
+        _ = lifecycle.receive(id: 2)
+        _ = lifecycle.sendPing(id: 3)
+        _ = lifecycle.resume()
+        let bad = Data("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".utf8)
+        let actions = lifecycle.received(bad, atEOF: false, error: nil)
+        XCTAssertEqual(lifecycle.phase, .closed)
+        XCTAssertEqual(
+            actions.filter { if case .deliver(2, .failure) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter { if case .completeSend(1, _?) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(
+            actions.filter { if case .completePing(3, _?) = $0 { return true } else { return false } }.count, 1)
+        XCTAssertEqual(finishes(actions).count, 1)
+        XCTAssertEqual(finishes(actions).first??.code, .badServerResponse)
+        XCTAssertTrue(actions.contains(.abort))
+        XCTAssertTrue(closeFrames(actions).isEmpty, "no close frame before the connection opened")
+        XCTAssertEqual(lifecycle.received(head, atEOF: false, error: nil), [], "bytes after the end change nothing")
+        XCTAssertEqual(lifecycle.cancel(), [], "nor does a cancel")
+    }
+
+    func testAWrongPinFailsTheHandshakeWriteWithThePolicysError() {
+        var lifecycle = makeLifecycle()
+        _ = lifecycle.resume()
+        let refusal = URLError(.serverCertificateUntrusted)
+        let actions = lifecycle.written(.handshake, error: refusal)
+        XCTAssertEqual(finishes(actions), [refusal])
+        XCTAssertEqual(
+            lifecycle.received(nil, atEOF: false, error: refusal), [], "the read's failure after it is the same end")
+    }
+
+    func testHandshakeTimeoutFailsWithTimedOut() {
+        var lifecycle = makeLifecycle()
+        _ = lifecycle.resume()
+        let actions = lifecycle.received(nil, atEOF: false, error: URLError(.timedOut))
+        XCTAssertEqual(finishes(actions).first??.code, .timedOut)
+    }
+
+    func testMessagesWaitForReceivesInOrder() {
+        var lifecycle = open()
+        _ = lifecycle.received(frame(0x1, Array("a".utf8)) + frame(0x2, [1, 2]), atEOF: false, error: nil)
+        XCTAssertEqual(lifecycle.receive(id: 1), [.deliver(receive: 1, .success(.string("a")))])
+        XCTAssertEqual(lifecycle.receive(id: 2).first, .deliver(receive: 2, .success(.data(Data([1, 2])))))
+        XCTAssertEqual(lifecycle.receive(id: 3), [])
+        let actions = lifecycle.received(frame(0x1, Array("b".utf8)), atEOF: false, error: nil)
+        XCTAssertEqual(actions.first, .deliver(receive: 3, .success(.string("b"))))
+    }
+
+    func testReadingPausesWhileUnreceivedMessagesFillTheInbox() {
+        var lifecycle = open(limit: 1000)
+        let big = Data([0x82, 126, 0x03, 0xE8]) + Data(count: 1000)
+        var paused = false
+        for _ in 0..<100 {
+            let actions = lifecycle.received(big, atEOF: false, error: nil)
+            if !actions.contains(.read(timeout: 0)) {
+                paused = true
+                break
+            }
+        }
+        XCTAssertTrue(paused, "reading stops once the inbox holds the limit")
+        XCTAssertLessThanOrEqual(lifecycle.bufferedByteCount, 64 * 1024 + 1004)
+        let actions = lifecycle.receive(id: 1)
+        XCTAssertTrue(
+            actions.contains(.read(timeout: 0)) || lifecycle.bufferedByteCount >= 64 * 1024, "a receive resumes it")
+    }
+
+    func testPingsAreAnsweredWithTheirPayload() {
+        var lifecycle = open()
+        let actions = lifecycle.received(frame(0x9, Array("abc".utf8)), atEOF: false, error: nil)
+        XCTAssertEqual(actions.first, .write(WebSocketFrame(opcode: .pong, payload: Data("abc".utf8)), .control))
+    }
+
+    func testAPongAnswersItsPingAndEveryEarlierOne() {
+        var lifecycle = open()
+        var payloads: [Data] = []
+        for id in 1...3 {
+            for case .write(let frame, .ping(id)) in lifecycle.sendPing(id: id) { payloads.append(frame.payload) }
+        }
+        XCTAssertEqual(payloads.count, 3)
+        XCTAssertEqual(
+            lifecycle.received(frame(0xA, Array("stray".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
+        let actions = lifecycle.received(frame(0xA, [UInt8](payloads[1])), atEOF: false, error: nil)
+        XCTAssertEqual(Array(actions.prefix(2)), [.completePing(id: 1, nil), .completePing(id: 2, nil)])
+        let end = lifecycle.cancel()
+        XCTAssertEqual(end.filter { if case .completePing(3, _?) = $0 { return true } else { return false } }.count, 1)
+    }
+
+    func testPeerCloseIsEchoedAndEndsWithoutError() {
+        var lifecycle = open()
+        _ = lifecycle.receive(id: 1)
+        let actions = lifecycle.received(frame(0x8, [0x03, 0xE9] + Array("bye".utf8)), atEOF: false, error: nil)
+        XCTAssertEqual(closeFrames(actions), [Data([0x03, 0xE9])], "the code echoed")
+        XCTAssertEqual(lifecycle.closeCode, 1001)
+        XCTAssertEqual(lifecycle.closeReason, Data("bye".utf8))
+        XCTAssertTrue(actions.contains { if case .deliver(1, .failure) = $0 { return true } else { return false } })
+        XCTAssertEqual(finishes(actions), [nil])
+        XCTAssertTrue(actions.contains(.shutdown))
+        XCTAssertEqual(lifecycle.send(.string("late"), id: 2).count, 1, "a send after the close fails at once")
+    }
+
+    func testOurCloseWaitsForThePeersAndFailsPendingReceives() {
+        var lifecycle = open()
+        _ = lifecycle.receive(id: 1)
+        let actions = lifecycle.close(code: 1000, reason: Data("done".utf8))
+        XCTAssertEqual(closeFrames(actions), [Data([0x03, 0xE8]) + Data("done".utf8)])
+        XCTAssertEqual(
+            actions.filter {
+                if case .deliver(1, .failure(let e)) = $0 { return e.code == .cancelled } else { return false }
+            }.count, 1)
+        XCTAssertTrue(actions.contains(.scheduleCloseTimeout(3)))
+        XCTAssertEqual(lifecycle.phase, .closing)
+        XCTAssertEqual(lifecycle.close(code: 1000, reason: nil), [], "a second close does nothing")
+        XCTAssertEqual(
+            lifecycle.received(frame(0x1, Array("ignored".utf8)), atEOF: false, error: nil), [.read(timeout: 0)])
+        let reply = lifecycle.received(frame(0x8, [0x03, 0xE8]), atEOF: false, error: nil)
+        XCTAssertEqual(closeFrames(reply), [], "no second close frame")
+        XCTAssertEqual(finishes(reply), [nil])
+        XCTAssertEqual(lifecycle.closeCode, 1000, "the code we sent")
+        XCTAssertEqual(lifecycle.closeTimedOut(), [], "a timeout after the close completed does nothing")
+    }
+
+    func testOurCloseTimesOutWhenThePeerNeverAnswers() {
+        var lifecycle = open()
+        _ = lifecycle.close(code: 1000, reason: nil)
+        let actions = lifecycle.closeTimedOut()
+        XCTAssertEqual(actions, [.abort, .finish(nil)])
+    }
+
+    func testViolationsFailWithTheirCodeAndDeliverNothingOfTheFrame() {
+        let cases: [(String, Data, UInt16, URLError.Code)] = [
+            ("masked", Data([0x81, 0x82, 1, 2, 3, 4, 0x60, 0x6B]), 1002, .badServerResponse),
+            ("bad UTF-8", frame(0x1, [0xFF]), 1007, .badServerResponse),
+            ("too big", Data([0x82, 126, 0x01, 0x00]) + Data(count: 256), 1009, .dataLengthExceedsMaximum),
+            ("unknown opcode", frame(0x3), 1002, .badServerResponse),
+        ]
+        for (name, bytes, code, errorCode) in cases {
+            var lifecycle = open(limit: 200)
+            _ = lifecycle.receive(id: 1)
+            let actions = lifecycle.received(bytes, atEOF: false, error: nil)
+            XCTAssertEqual(closeFrames(actions).first?.prefix(2), Data([UInt8(code >> 8), UInt8(code & 0xFF)]), name)
+            XCTAssertEqual(lifecycle.closeCode, code, name)
+            let delivered = actions.compactMap {
+                if case .deliver(1, let result) = $0 { return result } else { return nil }
+            }
+            XCTAssertEqual(delivered.count, 1, name)
+            if case .success = delivered.first { XCTFail("data of a rejected frame delivered: \(name)") }
+            XCTAssertEqual(finishes(actions).first??.code, errorCode, name)
+            XCTAssertTrue(actions.contains(.shutdown), name)
+        }
+    }
+
+    func testEndOfStreamWithoutCloseIsAnAbnormalClosure() {
+        var lifecycle = open()
+        _ = lifecycle.receive(id: 1)
+        let actions = lifecycle.received(nil, atEOF: true, error: nil)
+        XCTAssertEqual(lifecycle.closeCode, 1006)
+        XCTAssertEqual(finishes(actions).first??.code, .networkConnectionLost)
+        XCTAssertTrue(closeFrames(actions).isEmpty)
+    }
+
+    func testCancelFailsEveryPendingOperationOnceAndFinishesOnce() {
+        var lifecycle = open()
+        _ = lifecycle.receive(id: 1)
+        _ = lifecycle.receive(id: 2)
+        _ = lifecycle.send(.data(Data([1])), id: 3)
+        _ = lifecycle.sendPing(id: 4)
+        let actions = lifecycle.cancel()
+        XCTAssertEqual(actions.count, 6, "\(actions)")
+        XCTAssertEqual(finishes(actions).first??.code, .cancelled)
+        XCTAssertEqual(
+            lifecycle.written(.message(id: 3), error: URLError(.cancelled)), [], "the stream's own failure comes after")
+        XCTAssertEqual(lifecycle.cancel(), [])
+        XCTAssertEqual(
+            lifecycle.receive(id: 5),
+            [
+                .deliver(
+                    receive: 5,
+                    .failure(
+                        URLError(.cancelled, userInfo: [NSLocalizedDescriptionKey: "The WebSocket task was cancelled."])
+                    ))
+            ])
+    }
+
+    func testIllegalEventsChangeNothing() {
+        var lifecycle = makeLifecycle()
+        XCTAssertEqual(lifecycle.received(head, atEOF: false, error: nil), [], "bytes before resume")
+        XCTAssertEqual(lifecycle.closeTimedOut(), [], "a close timeout while idle")
+        XCTAssertEqual(lifecycle.written(.control, error: nil), [])
+        XCTAssertEqual(lifecycle.phase, .idle)
+        var opened = open()
+        XCTAssertEqual(opened.resume(), [], "resume once open")
+        XCTAssertEqual(opened.closeTimedOut(), [], "a close timeout while open")
+        XCTAssertEqual(opened.written(.handshake, error: URLError(.timedOut)), [], "a late handshake write failure")
+        XCTAssertEqual(opened.phase, .open)
+    }
+
+    func testCancelBeforeResumeEndsWithoutConnecting() {
+        var lifecycle = makeLifecycle()
+        _ = lifecycle.receive(id: 1)
+        let actions = lifecycle.close(code: 1000, reason: nil)
+        XCTAssertFalse(actions.contains(.abort))
+        XCTAssertEqual(finishes(actions).first??.code, .cancelled)
+        XCTAssertEqual(lifecycle.resume(), [], "no connection after the end")
+    }
+}

@@ -1,0 +1,621 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// `SessionWebSocketTask` against real peers on loopback: SwiftNIO's WebSocket server (plain and TLS) for the
+/// conversation, and a raw server for every handshake and frame a client must refuse, with the close code each
+/// failure sends. WebSocket tasks run on libcurl whatever `SESSIONKIT_TEST_TRANSPORT` selects.
+final class WebSocketTaskTests: XCTestCase {
+    private var servers: [WebSocketServer] = []
+    private var rawServers: [RawWebSocketServer] = []
+
+    override func tearDown() async throws {
+        for server in servers { try await server.shutdown() }
+        for server in rawServers { try await server.shutdown() }
+        servers = []
+        rawServers = []
+        try await super.tearDown()
+    }
+
+    private func startServer(
+        tls: TestCertificates.Identity? = nil, protocols: [String] = []
+    ) async throws -> WebSocketServer {
+        let server = try await WebSocketServer.start(tls: tls, protocols: protocols)
+        servers.append(server)
+        return server
+    }
+
+    private func startRaw(
+        _ script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
+    ) async throws
+        -> RawWebSocketServer
+    {
+        let server = try await RawWebSocketServer.start(script: script)
+        rawServers.append(server)
+        return server
+    }
+
+    /// Each task's completions as the manager's closure sees them, and whether one ran off the delegate queue.
+    private final class Completions: @unchecked Sendable {
+        // @unchecked Sendable: every field is guarded by `lock`.
+        private let lock = NSLock()
+        private var errors: [Int: [Error?]] = [:]
+        private var waiters: [Int: [CheckedContinuation<Error?, Never>]] = [:]
+        private(set) var offQueue = 0
+
+        func record(_ task: URLSessionTask, _ error: Error?, onQueue: Bool) {
+            lock.lock()
+            if !onQueue { offQueue += 1 }
+            errors[task.taskIdentifier, default: []].append(error)
+            let waiting = waiters.removeValue(forKey: task.taskIdentifier) ?? []
+            lock.unlock()
+            for waiter in waiting { waiter.resume(returning: error) }
+        }
+
+        func count(of task: URLSessionTask) -> Int {
+            lock.lock()
+            defer { lock.unlock() }
+            return errors[task.taskIdentifier]?.count ?? 0
+        }
+
+        func completion(of task: URLSessionTask) async -> Error? {
+            await withCheckedContinuation { continuation in
+                lock.lock()
+                if let first = errors[task.taskIdentifier]?.first {
+                    lock.unlock()
+                    continuation.resume(returning: first)
+                } else {
+                    waiters[task.taskIdentifier, default: []].append(continuation)
+                    lock.unlock()
+                }
+            }
+        }
+    }
+
+    private static let queueKey = DispatchSpecificKey<String>()
+
+    private func makeManager(
+        policy: SecurityPolicy? = nil, configure: (URLSessionConfiguration) -> Void = { _ in }
+    ) -> (URLSessionManager, Completions) {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        configure(configuration)
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = LoopbackTestCase.testTransport
+        if let policy { manager.securityPolicy = policy }
+        manager.operationQueue.underlyingQueue?.setSpecific(key: Self.queueKey, value: "delegate")
+        let completions = Completions()
+        manager.taskDidComplete = { _, task, error in
+            completions.record(task, error, onQueue: DispatchQueue.getSpecific(key: Self.queueKey) == "delegate")
+        }
+        return (manager, completions)
+    }
+
+    private func pinning(_ name: String) throws -> SecurityPolicy {
+        let der = try TestCertificates.derCertificate(
+            at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
+        let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [der])
+        policy.allowInvalidCertificates = true
+        return policy
+    }
+
+    /// Waits until `condition` holds, 5 s at most.
+    private func waitUntil(
+        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
+    ) async throws {
+        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
+        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
+    }
+
+    private func receive(_ task: SessionWebSocketTask) async throws -> Result<SessionWebSocketTask.Message, Error> {
+        try await awaitCallback { done in task.receive { done($0) } }
+    }
+
+    // MARK: - Conversation
+
+    func testEchoesTextAndBinaryMessagesOverWS() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url("/echo"))
+        XCTAssertEqual(task.state, .suspended)
+        task.resume()
+        try await task.send(.string("hello ✓"))
+        let received = try await task.receive()
+        XCTAssertEqual(received, .string("hello ✓"))
+        let binary = Data((0..<70_000).map { UInt8(truncatingIfNeeded: $0) })
+        try await task.send(.data(binary))
+        let echoed = try await task.receive()
+        XCTAssertEqual(echoed, .data(binary))
+        XCTAssertEqual((task.response as? HTTPURLResponse)?.statusCode, 101)
+        XCTAssertTrue(manager.tasks.contains { $0 === task }, "listed while open")
+        XCTAssertEqual(server.seen.upgrades.first?.target, "/echo")
+        task.cancel(with: .normalClosure, reason: nil)
+        let completion = await completions.completion(of: task)
+        XCTAssertNil(completion)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertFalse(manager.tasks.contains { $0 === task }, "not listed once completed")
+        XCTAssertEqual(completions.offQueue, 0)
+    }
+
+    func testEchoOverWSSWithAPinnedCertificate() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost)
+        let (manager, completions) = makeManager(policy: try pinning("root-ca"))
+        let task = manager.webSocketTask(with: server.url("/secure"))
+        task.resume()
+        try await task.send(.string("over TLS"))
+        let received = try await task.receive()
+        XCTAssertEqual(received, .string("over TLS"))
+        task.cancel(with: .goingAway, reason: Data("bye".utf8))
+        _ = await completions.completion(of: task)
+        try await waitUntil("the server saw the close") { server.seen.closeCodes == [1001] }
+    }
+
+    func testWrongPinOnWSSSendsNoUpgradeRequest() async throws {
+        let server = try await startServer(tls: TestCertificates.localhost)
+        let (manager, completions) = makeManager(policy: try pinning("untrusted-root"))
+        var request = URLRequest(url: server.url("/secret"))
+        request.setValue("Bearer secret-token", forHTTPHeaderField: "Authorization")
+        let task = manager.webSocketTask(with: request)
+        task.resume()
+        let result = try await receive(task)
+        guard case .failure(let error) = result else { return XCTFail("received over a refused chain") }
+        XCTAssertEqual((error as? URLError)?.code, .serverCertificateUntrusted)
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
+        XCTAssertEqual(server.seen.connections, 1, "the client did connect")
+        XCTAssertTrue(server.seen.upgrades.isEmpty, "no upgrade request reached the server")
+        XCTAssertEqual(completions.count(of: task), 1)
+    }
+
+    func testNegotiatesAnOfferedSubprotocol() async throws {
+        let server = try await startServer(protocols: ["v2.chat", "v1.chat"])
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url(), protocols: ["v1.chat", "v2.chat"])
+        task.resume()
+        try await task.send(.string("x"))
+        _ = try await task.receive()
+        XCTAssertEqual(task.negotiatedProtocol, "v1.chat")
+        let offered = server.seen.upgrades.first?.headers.first { $0.0.lowercased() == "sec-websocket-protocol" }?.1
+        XCTAssertEqual(offered, "v1.chat, v2.chat")
+        task.cancel()
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .cancelled)
+    }
+
+    func testUpgradeRequestCarriesCookiesAuthorizationAndAdditionalHeaders() async throws {
+        let server = try await startServer()
+        let storage = HTTPCookieStorage.shared
+        let cookie = try XCTUnwrap(
+            HTTPCookie(properties: [
+                .name: "session", .value: "abc", .domain: "127.0.0.1", .path: "/",
+                .originURL: URL(string: "http://127.0.0.1/")!,
+            ]))
+        storage.setCookie(cookie)
+        defer { storage.deleteCookie(cookie) }
+        let (manager, completions) = makeManager { configuration in
+            configuration.httpCookieStorage = storage
+            configuration.httpAdditionalHeaders = ["X-Client": "sessionkit", "Authorization": "Basic overridden"]
+        }
+        var request = URLRequest(url: server.url("/auth?x=1"))
+        request.setValue("Bearer token", forHTTPHeaderField: "Authorization")
+        let task = manager.webSocketTask(with: request)
+        task.resume()
+        try await task.send(.string("x"))
+        _ = try await task.receive()
+        let headers = try XCTUnwrap(server.seen.upgrades.first?.headers)
+        func value(_ name: String) -> String? { headers.first { $0.0.lowercased() == name }?.1 }
+        XCTAssertEqual(value("authorization"), "Bearer token", "the request's own field wins")
+        XCTAssertEqual(value("x-client"), "sessionkit")
+        XCTAssertEqual(value("cookie"), "session=abc")
+        XCTAssertEqual(server.seen.upgrades.first?.target, "/auth?x=1")
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
+    func testFragmentedTextWithAPingBetweenArrivesWholeAndThePingIsAnswered() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("fragments"))
+        let received = try await task.receive()
+        XCTAssertEqual(received, .string("héllo wörld"))
+        try await waitUntil("the server got its pong") { server.seen.pongs == 1 }
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
+    func testSendPingCallsItsHandlerOnceThePongArrives() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        for _ in 0..<3 {
+            let error: Error? = try await awaitCallback { done in task.sendPing { done($0) } }
+            XCTAssertNil(error)
+        }
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
+    func testServerCloseWithACodeAndReasonEndsTheTaskCleanly() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let pending = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
+        try await task.send(.string("close 1001 going away"))
+        task.receive { pending.resolve($0) }
+        let completion = await completions.completion(of: task)
+        XCTAssertNil(completion)
+        XCTAssertEqual(task.closeCode, .goingAway)
+        XCTAssertEqual(task.closeReason, Data("going away".utf8))
+        let result = try await pending.value(timeout: 5, file: #filePath, line: #line)
+        if case .success = result { XCTFail("a receive pending at the close succeeded") }
+        try await waitUntil("the server got the echoed close") { server.seen.closeCodes == [1001] }
+        let late: Error? = try await awaitCallback { done in task.send(.string("late")) { done($0) } }
+        XCTAssertNotNil(late, "a send after the close fails")
+        XCTAssertEqual(pending.deliveries, 1)
+    }
+
+    func testCancelWithACloseCodeRunsTheCloseHandshake() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("up"))
+        _ = try await task.receive()
+        task.cancel(with: .normalClosure, reason: Data("done".utf8))
+        let completion = await completions.completion(of: task)
+        XCTAssertNil(completion)
+        XCTAssertEqual(task.closeCode, .normalClosure)
+        try await waitUntil("the server got the close") { server.seen.closeCodes == [1000] }
+    }
+
+    // MARK: - Protocol violations
+
+    /// A server that upgrades correctly, then sends `frames`; the client must fail the connection with `code`.
+    private func assertFails(
+        with code: URLSessionWebSocketTask.CloseCode, frames: Data, maximumMessageSize: Int? = nil,
+        _ what: String, file: StaticString = #filePath, line: UInt = #line
+    ) async throws {
+        let server = try await startRaw { RawWebSocketServer.upgradeResponse(for: $0) + frames }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        if let maximumMessageSize { task.maximumMessageSize = maximumMessageSize }
+        task.resume()
+        let result = try await receive(task)
+        if case .success(let message) = result {
+            XCTFail("\(what): delivered \(message) from a connection that had to fail", file: file, line: line)
+        }
+        _ = await completions.completion(of: task)
+        XCTAssertEqual(task.closeCode, code, what, file: file, line: line)
+        try await waitUntil("\(what): the client's close frame") { server.clientFrames().contains { $0.opcode == 0x8 } }
+        let close = server.clientFrames().first { $0.opcode == 0x8 }
+        XCTAssertEqual(close?.closeCode, code.rawValue, what, file: file, line: line)
+        XCTAssertEqual(close?.masked, true, what, file: file, line: line)
+        XCTAssertEqual(completions.count(of: task), 1, what, file: file, line: line)
+    }
+
+    private func frame(
+        _ opcode: UInt8, _ payload: [UInt8] = [], fin: Bool = true, rsv: UInt8 = 0, mask: [UInt8]? = nil
+    )
+        -> Data
+    {
+        RawWebSocketServer.frame(opcode: opcode, payload: payload, fin: fin, rsv: rsv, mask: mask)
+    }
+
+    func testAMaskedServerFrameFailsWithProtocolError() async throws {
+        try await assertFails(with: .protocolError, frames: frame(0x1, Array("hi".utf8), mask: [9, 8, 7, 6]), "masked")
+    }
+
+    func testReservedBitsFailWithProtocolError() async throws {
+        try await assertFails(with: .protocolError, frames: frame(0x1, Array("hi".utf8), rsv: 0b100), "RSV1")
+        try await assertFails(with: .protocolError, frames: frame(0x2, [1], rsv: 0b001), "RSV3")
+    }
+
+    func testAnUnknownOpcodeFailsWithProtocolError() async throws {
+        try await assertFails(with: .protocolError, frames: frame(0x3, [1]), "opcode 3")
+        try await assertFails(with: .protocolError, frames: frame(0xB), "opcode 0xB")
+    }
+
+    func testALongOrFragmentedControlFrameFailsWithProtocolError() async throws {
+        try await assertFails(
+            with: .protocolError, frames: frame(0x9, [UInt8](repeating: 1, count: 126)), "ping of 126")
+        try await assertFails(with: .protocolError, frames: frame(0x9, [1], fin: false), "fragmented ping")
+    }
+
+    func testContinuationErrorsFailWithProtocolError() async throws {
+        try await assertFails(with: .protocolError, frames: frame(0x0, Array("x".utf8)), "continuation first")
+        try await assertFails(
+            with: .protocolError, frames: frame(0x1, Array("a".utf8), fin: false) + frame(0x1, Array("b".utf8)),
+            "new message before the last fragment")
+    }
+
+    func testInvalidUTF8FailsWithInvalidFramePayloadData() async throws {
+        try await assertFails(with: .invalidFramePayloadData, frames: frame(0x1, [0x61, 0xC0, 0xAF]), "overlong")
+        try await assertFails(
+            with: .invalidFramePayloadData, frames: frame(0x1, [0x61, 0xED], fin: false) + frame(0x0, [0xA0, 0x80]),
+            "a surrogate split across fragments")
+    }
+
+    func testAMessageOverTheLimitFailsWithMessageTooBig() async throws {
+        try await assertFails(
+            with: .messageTooBig, frames: frame(0x2, [UInt8](repeating: 1, count: 2_000)), maximumMessageSize: 1_000,
+            "one frame")
+        try await assertFails(
+            with: .messageTooBig,
+            frames: frame(0x2, [UInt8](repeating: 1, count: 600), fin: false)
+                + frame(0x0, [UInt8](repeating: 1, count: 600)),
+            maximumMessageSize: 1_000, "fragments")
+    }
+
+    func testACloseFrameWithAReservedCodeFailsWithProtocolError() async throws {
+        try await assertFails(with: .protocolError, frames: frame(0x8, [0x03, 0xED]), "close with 1005")
+    }
+
+    func testMessagesBeforeAViolationAreDeliveredAndNothingAfter() async throws {
+        let server = try await startRaw { upgrade in
+            RawWebSocketServer.upgradeResponse(for: upgrade)
+                + RawWebSocketServer.frame(opcode: 0x1, payload: Array("first".utf8))
+                + RawWebSocketServer.frame(opcode: 0x1, payload: [0xFF])
+        }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let received = try await task.receive()
+        XCTAssertEqual(received, .string("first"))
+        let second = try await receive(task)
+        if case .success = second { XCTFail("invalid text delivered") }
+        _ = await completions.completion(of: task)
+        XCTAssertEqual(task.closeCode, .invalidFramePayloadData)
+    }
+
+    // MARK: - Bad handshakes
+
+    private func assertHandshakeRefused(
+        _ what: String, protocols: [String] = [], file: StaticString = #filePath, line: UInt = #line,
+        _ answer: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
+    ) async throws {
+        let server = try await startRaw { upgrade in
+            answer(upgrade) + RawWebSocketServer.frame(opcode: 0x1, payload: Array("must not arrive".utf8))
+        }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url(), protocols: protocols)
+        task.resume()
+        let sent: Error? = try await awaitCallback { done in task.send(.string("queued")) { done($0) } }
+        XCTAssertNotNil(sent, what, file: file, line: line)
+        let result = try await receive(task)
+        if case .success = result { XCTFail("\(what): a message after a refused handshake", file: file, line: line) }
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .badServerResponse, what, file: file, line: line)
+        XCTAssertNil(task.negotiatedProtocol, what, file: file, line: line)
+        XCTAssertEqual(server.upgrades.count, 1, what, file: file, line: line)
+        XCTAssertTrue(
+            server.clientFrames().isEmpty, "\(what): no frame after a refused handshake", file: file, line: line)
+    }
+
+    func testAWrongAcceptKeyIsRefused() async throws {
+        try await assertHandshakeRefused("wrong accept") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Accept": "dGhlIHNhbXBsZSBub25jZQ=="])
+        }
+    }
+
+    func testAnAnswerWithoutUpgradeIsRefused() async throws {
+        try await assertHandshakeRefused("no Upgrade") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Upgrade": nil])
+        }
+        try await assertHandshakeRefused("no Connection") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Connection": nil])
+        }
+        try await assertHandshakeRefused("status 200") { RawWebSocketServer.upgradeResponse(for: $0, status: 200) }
+    }
+
+    func testAnUnofferedSubprotocolIsRefused() async throws {
+        try await assertHandshakeRefused("unoffered subprotocol", protocols: ["chat"]) {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Protocol": "other"])
+        }
+    }
+
+    func testAnUnofferedExtensionIsRefused() async throws {
+        try await assertHandshakeRefused("unoffered extension") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Extensions": "permessage-deflate"])
+        }
+    }
+
+    func testTheUpgradeRequestOffersNoExtensionAndEveryFrameIsMaskedWithAFreshKey() async throws {
+        let server = try await startRaw { RawWebSocketServer.upgradeResponse(for: $0) }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        for index in 0..<20 { try await task.send(.string("message \(index)")) }
+        try await waitUntil("20 frames") { server.clientFrames().count == 20 }
+        let frames = server.clientFrames()
+        XCTAssertTrue(frames.allSatisfy(\.masked))
+        XCTAssertEqual(frames.map { String(decoding: $0.payload, as: UTF8.self) }, (0..<20).map { "message \($0)" })
+        XCTAssertGreaterThan(Set(frames.map(\.maskKey)).count, 15, "keys are fresh")
+        let upgrade = try XCTUnwrap(server.upgrades.first)
+        XCTAssertNil(upgrade.value(of: "Sec-WebSocket-Extensions"))
+        XCTAssertEqual(upgrade.value(of: "Sec-WebSocket-Version"), "13")
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
+    // MARK: - Lifecycle
+
+    func testCancelCallsEachPendingHandlerOnce() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("open"))
+        _ = try await task.receive()
+        let receives = (0..<5).map { _ in OnceBox<Result<SessionWebSocketTask.Message, Error>>() }
+        for box in receives { task.receive { box.resolve($0) } }
+        let ping = OnceBox<Error?>()
+        task.cancel()
+        task.sendPing { ping.resolve($0) }
+        task.cancel()
+        for box in receives {
+            let result = try await box.value(timeout: 5, file: #filePath, line: #line)
+            guard case .failure(let error) = result else { return XCTFail("a pending receive succeeded") }
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        }
+        let pong = try await ping.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertNotNil(pong)
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .cancelled)
+        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertEqual(receives.map(\.deliveries), [1, 1, 1, 1, 1])
+        XCTAssertEqual(ping.deliveries, 1)
+        XCTAssertEqual(completions.count(of: task), 1)
+    }
+
+    func testSuspendHoldsTheConnectionUntilResumed() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("open"))
+        _ = try await task.receive()
+        task.suspend()
+        XCTAssertEqual(task.state, .suspended)
+        let echoed = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
+        task.send(.string("held")) { _ in }
+        task.receive { echoed.resolve($0) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertEqual(echoed.deliveries, 0, "nothing moves while suspended")
+        task.resume()
+        XCTAssertEqual(task.state, .running)
+        let result = try await echoed.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertEqual(try result.get(), .string("held"))
+        task.cancel()
+        _ = await completions.completion(of: task)
+    }
+
+    func testCancellingTheAwaitingSwiftTaskCancelsTheWebSocketTask() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let waiting = Task { try await task.receive() }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        waiting.cancel()
+        do {
+            _ = try await waiting.value
+            XCTFail("received after cancellation")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        }
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .cancelled)
+    }
+
+    func testInvalidatingTheSessionCancelsOpenWebSocketTasks() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("open"))
+        _ = try await task.receive()
+        let pending = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
+        task.receive { pending.resolve($0) }
+        manager.invalidateSessionCancelingTasks(true, resetSession: false)
+        let completion = await completions.completion(of: task) as? URLError
+        XCTAssertEqual(completion?.code, .cancelled)
+        if case .success = try await pending.value(timeout: 5, file: #filePath, line: #line) {
+            XCTFail("a pending receive succeeded")
+        }
+        let later = manager.webSocketTask(with: server.url())
+        XCTAssertFalse(manager.tasks.contains { $0 === later }, "a task of an invalidated session is not listed")
+        later.resume()
+        let sent: Error? = try await awaitCallback { done in later.send(.string("x")) { done($0) } }
+        XCTAssertNotNil(sent)
+    }
+
+    func testANonWebSocketURLFailsAtResume() async throws {
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: URL(string: "ftp://127.0.0.1/")!)
+        task.resume()
+        let completion = await completions.completion(of: task)
+        XCTAssertNotNil(completion)
+        let result = try await receive(task)
+        if case .success = result { XCTFail("received on a bad URL") }
+    }
+
+    // MARK: - Load
+
+    func testHundredConcurrentSocketsEachEchoAndCompleteOnce() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let tasks = (0..<100).map { _ in manager.webSocketTask(with: server.url()) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, task) in tasks.enumerated() {
+                group.addTask {
+                    task.resume()
+                    for round in 0..<5 {
+                        let message = "socket \(index) round \(round)"
+                        try await task.send(.string(message))
+                        let reply = try await task.receive()
+                        XCTAssertEqual(reply, .string(message))
+                    }
+                    task.cancel(with: .normalClosure, reason: nil)
+                }
+            }
+            try await group.waitForAll()
+        }
+        for task in tasks {
+            let completion = await completions.completion(of: task)
+            XCTAssertNil(completion)
+            XCTAssertEqual(completions.count(of: task), 1)
+        }
+        XCTAssertEqual(Set(tasks.map(\.taskIdentifier)).count, 100)
+        XCTAssertEqual(server.seen.upgrades.count, 100)
+        XCTAssertEqual(completions.offQueue, 0)
+        try await waitUntil("every task unlisted") { manager.tasks.isEmpty }
+    }
+
+    func testManyMessagesKeepMemoryFlat() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let payload = Data(repeating: 0x42, count: 16 * 1024)
+        let total = 20_000
+        let warmUp = 2_000
+        var baseline = 0
+        var peak = 0
+        let started = Date()
+        // Pipelined: 16 messages in flight, so that the echo queues up behind receives.
+        for index in 0..<total {
+            try await task.send(.data(payload))
+            if index >= 16 {
+                let received = try await task.receive()
+                XCTAssertEqual(received, .data(payload))
+            }
+            if index == warmUp { baseline = Self.residentBytes() }
+            if index > warmUp, index % 500 == 0 { peak = max(peak, Self.residentBytes()) }
+        }
+        for _ in 0..<16 { _ = try await task.receive() }
+        let growth = peak - baseline
+        print(
+            "websocket: \(total) messages of 16 KiB each way (\((total * 16) >> 10) MiB) in "
+                + "\(String(format: "%.1f", Date().timeIntervalSince(started))) s; resident memory grew by "
+                + "\(growth >> 10) KiB after the first \(warmUp)")
+        XCTAssertLessThan(growth, 32 << 20, "grew by \(growth >> 20) MiB")
+        task.cancel(with: .normalClosure, reason: nil)
+        _ = await completions.completion(of: task)
+    }
+
+    private static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+}
