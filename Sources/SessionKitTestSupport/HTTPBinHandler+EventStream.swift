@@ -5,14 +5,15 @@ import NIOHTTP1
 
 /// The loopback server's Server-Sent Events endpoint, for event stream tests:
 ///
-/// `/event-stream?total=T&per=P&retry=R&end=E&size=S&key=K` serves the events 1…T of one stream, P per connection
-/// (default all), each as `id: N`, `event: tick` and `data: event N` (or S bytes of `x` with `size`), with CRLF line
-/// ends whose CR and LF go out in separate writes. A request with `Last-Event-ID: N` resumes after event N; once every
-/// event was served the answer is 204. A connection starts with a comment and, with `retry`, a `retry: R` block. After
-/// its events it ends as `end` says: `drop` (the default: the connection closes in the middle of the chunked body),
-/// `finish` (the body ends cleanly) or `hold` (stays open, silent). `status=N` answers N instead (a 500, a 204) and
-/// `type=T` serves the events with that content type. With `key`, ``LoopbackServer/openEventStreams(key:)`` counts the
-/// responses of that key still being sent, so a test sees the client close its connection.
+/// `/event-stream?total=T&per=P&retry=R&end=E&size=S&big=B&key=K` serves the events 1…T of one stream, P per
+/// connection (default all), each as `id: N`, `event: tick` and `data: event N` (or S bytes of `x` with `size`; with
+/// `big` only event B has them), with CRLF line ends whose CR and LF go out in separate writes. A request with
+/// `Last-Event-ID: N` resumes after event N; once every event was served the answer is 204. A connection starts with a
+/// comment and, with `retry`, a `retry: R` block. After its events it ends as `end` says: `drop` (the default: the
+/// connection closes in the middle of the chunked body), `finish` (the body ends cleanly) or `hold` (stays open,
+/// silent). `status=N` answers N instead (a 500, a 204) and `type=T` serves the events with that content type. With
+/// `key`, ``LoopbackServer/openEventStreams(key:)`` counts the responses of that key still being sent, so a test sees
+/// the client close its connection.
 extension HTTPBinHandler {
     /// Event stream responses in progress, by `key`, across connections and servers.
     static let openEventStreams = NIOLockedValueBox<[String: Int]>([:])
@@ -33,6 +34,7 @@ extension HTTPBinHandler {
         let last = min(total, resumeAfter + perConnection)
         let events = resumeAfter < last ? Array((resumeAfter + 1)...last) : []
         let size = query["size"].flatMap { Int($0) }.map { max(0, min($0, 16 << 20)) }
+        let big = query["big"].flatMap { Int($0) }
 
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: query["type"] ?? "text/event-stream")
@@ -56,7 +58,8 @@ extension HTTPBinHandler {
         var pieces = [": event stream of \(total) events\n"]
         if let retry = query["retry"] { pieces.append("retry: \(retry)\n\n") }
         for number in events {
-            let data = size.map { String(repeating: "x", count: $0) } ?? "event \(number)"
+            let sized = size.flatMap { size in big.map { $0 == number } ?? true ? size : nil }
+            let data = sized.map { String(repeating: "x", count: $0) } ?? "event \(number)"
             pieces.append("id: \(number)\r")
             pieces.append("\nevent: tick\ndata: \(data)\r\n\r\n")
         }

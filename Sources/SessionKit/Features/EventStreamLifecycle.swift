@@ -95,10 +95,12 @@ struct EventStreamLifecycle: Sendable {
             state = .finished
             return .giveUp
         }
-        // 1×, 2×, 4×… the reconnection time after failures; the exponent stops growing long before the cap matters.
+        // 1×, 2×, 4×… the reconnection time after failures; the exponent is capped so that nothing overflows.
         let backOff = Double(1 << min(max(consecutiveFailures - 1, 0), 16))
-        let base = min(max(reconnectionTime, 0) * backOff, Self.maximumDelay)
-        let delay = min(base + base * Self.jitterFraction * min(max(jitter, 0), 1), Self.maximumDelay)
+        let time = reconnectionTime.isFinite ? max(reconnectionTime, 0) : Self.maximumDelay
+        let base = min(time * backOff, Self.maximumDelay)
+        let fraction = jitter.isFinite ? min(max(jitter, 0), 1) : 0
+        let delay = min(base + base * Self.jitterFraction * fraction, Self.maximumDelay)
         state = .waiting(delay)
         return .reconnect(after: delay)
     }

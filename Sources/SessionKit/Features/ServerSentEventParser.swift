@@ -89,6 +89,12 @@ public struct ServerSentEventParser: Sendable {
     ///   event is dropped, so the parser's memory stays bounded, and the stream should be given up.
     public mutating func parse(_ chunk: Data) throws -> [ServerSentEvent] {
         var events: [ServerSentEvent] = []
+        try parse(chunk, into: &events)
+        return events
+    }
+
+    /// ``parse(_:)``, appending to `events`: the events completed before an oversized one are kept when it throws.
+    mutating func parse(_ chunk: Data, into events: inout [ServerSentEvent]) throws {
         try chunk.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) in
             var start = 0
             if skipsLeadingLF, let first = bytes.first {
@@ -118,7 +124,6 @@ public struct ServerSentEventParser: Sendable {
             }
             try append(UnsafeRawBufferPointer(rebasing: bytes[start..<bytes.count]))
         }
-        return events
     }
 
     /// The stream ended (or the connection dropped): what is pending — the line being read and an event without its

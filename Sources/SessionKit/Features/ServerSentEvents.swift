@@ -86,6 +86,8 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         /// Events of the last chunk not yet returned.
         private var pending: [ServerSentEvent] = []
         private var pendingIndex = 0
+        /// The error that ended the sequence, thrown once the events before it were returned.
+        private var failure: Error?
 
         /// The largest part of a refused response's body kept in its error.
         private static let evidenceLimit = 64 << 10
@@ -121,6 +123,10 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
                 }
                 pending.removeAll(keepingCapacity: true)
                 pendingIndex = 0
+                if let failure {
+                    self.failure = nil
+                    throw failure
+                }
                 switch lifecycle.state {
                 case .finished:
                     return nil
@@ -201,11 +207,15 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
             body = reader
             if !chunk.isEmpty { lifecycle.receivedBytes() }
             do {
-                pending = try parser.parse(chunk)
+                try parser.parse(chunk, into: &pending)
             } catch {
                 var userInfo = (error as NSError).userInfo
                 userInfo[NSURLErrorFailingURLErrorKey] = request.url
-                throw finishing(URLError(.dataLengthExceedsMaximum, userInfo: userInfo))
+                // The events the chunk completed before the oversized one are still returned; the connection closes
+                // now.
+                let events = pending
+                failure = finishing(URLError(.dataLengthExceedsMaximum, userInfo: userInfo))
+                pending = events
             }
             if let milliseconds = parser.reconnectionTime {
                 lifecycle.reconnectionTime = TimeInterval(milliseconds) / 1000

@@ -220,4 +220,20 @@ final class ServerSentEventsTests: LoopbackTestCase {
         try await assertStreamsClose(key: key)
         XCTAssertEqual(streamRequests.count, 1, "no reconnection")
     }
+
+    func testEventsBeforeAnOversizedOneAreStillDelivered() async throws {
+        let manager = makeManager()
+        let key = UUID().uuidString
+        var stream = manager.events(for: request("total=3&size=5000&big=2&end=hold&key=\(key)"))
+        stream.maximumEventSize = 1024
+        var received: [String?] = []
+        do {
+            for try await event in stream { received.append(event.id) }
+            XCTFail("event 2 passes a 1 KiB limit")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .dataLengthExceedsMaximum, "\(error)")
+        }
+        XCTAssertEqual(received, ["1"])
+        try await assertStreamsClose(key: key)
+    }
 }
