@@ -192,6 +192,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             fault(context, request, mode: parts.count > 1 ? parts[1] : "")
         case "cache", "etag", "cacheable":
             caching(context, request, parts: parts)
+        case "event-stream":
+            eventStream(context, request)
         case "flaky":
             flaky(context, request, key: parts.count > 1 ? parts[1] : "")
         case "bearer":

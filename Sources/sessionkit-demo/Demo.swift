@@ -168,6 +168,7 @@ struct Demo {
         try await cachingStep(server)
         try await streamStep(pinned)
         try await webSocketStep(pinned)
+        try await eventsStep(server)
     }
 
     /// 9. A TCP stream task that upgrades to TLS (STARTTLS), the pinning policy deciding in the handshake.
@@ -197,6 +198,18 @@ struct Demo {
         guard echoed == line else { throw DemoError("the TLS echo differs") }
         stream.closeWrite()
         stream.cancel()
+    }
+
+    /// 11. Server-Sent Events: a stream that drops after two events and is resumed with `Last-Event-ID`.
+    static func eventsStep(_ server: LoopbackServer) async throws {
+        step(11, "Server-Sent Events, reconnecting with Last-Event-ID")
+        let request = URLRequest(url: server.url("/event-stream?total=4&per=2&retry=50"))
+        let stream = URLSessionManager().events(for: request)
+        for try await event in stream {
+            print("   event \(event.id ?? "-") (\(event.event ?? "message")): \(event.data)")
+        }
+        let resumed = server.requests.compactMap { $0.header("Last-Event-ID") }
+        print("   the connection dropped after 2 events; reconnections sent Last-Event-ID: \(resumed); a 204 ended it")
     }
 
     /// 8. The HTTP cache of the curl transport: a stored response revalidated with a 304, then a fresh one.
