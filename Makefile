@@ -7,6 +7,8 @@ BENCH_PACKAGES := valgrind binutils nginx openssl
 BENCH_BUILD := .build-bench
 BENCH_QUICK ?=
 SOAK_COUNT ?= 100000
+SOAK_ALL := sessionkit-curl sessionkit-curl-get sessionkit-curl-async sessionkit-curl-core
+SOAK_CLIENTS ?= sessionkit-curl sessionkit-curl-async
 # The tests run the curl command line (cURL descriptions) and ip (reachability in a network namespace).
 TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
@@ -62,12 +64,14 @@ bench: setup
 	$(SWIFT) build -c release --package-path Benchmarks --scratch-path $(BENCH_BUILD) --product sessionkit-bench
 	BENCH_QUICK=$(BENCH_QUICK) $(BENCH_BUILD)/release/sessionkit-bench
 
-## soak: SOAK_COUNT (100,000) sequential requests through SessionKit's closure API and then its async API (curl
-## transport, in-process server), printing RSS along the way (release build).
+## soak: SOAK_COUNT (100,000) sequential requests through each of SOAK_CLIENTS in turn (curl transport, in-process
+## server), printing RSS along the way (release build). The default is SessionKit's task API and async verb;
+## SOAK_CLIENTS=all adds the closure verb (sessionkit-curl-get) and the HTTP core API (sessionkit-curl-core).
 soak: setup
 	$(SWIFT) build -c release --package-path Benchmarks --scratch-path $(BENCH_BUILD) --product sessionkit-bench
-	$(BENCH_BUILD)/release/sessionkit-bench soak $(SOAK_COUNT) sessionkit-curl
-	$(BENCH_BUILD)/release/sessionkit-bench soak $(SOAK_COUNT) sessionkit-curl-async
+	@for c in $(if $(filter all,$(SOAK_CLIENTS)),$(SOAK_ALL),$(SOAK_CLIENTS)); do \
+	  $(BENCH_BUILD)/release/sessionkit-bench soak $(SOAK_COUNT) $$c || exit 1; \
+	done
 
 ## fuzz: libFuzzer on every parser target for FUZZ_SECONDS each (default 60), from the committed seeds.
 fuzz: setup

@@ -10,6 +10,8 @@ import PackageDescription
 //   package, named `BenchServer` so that it never clashes with the root package's own target; nothing is exported.
 // - Raw libcurl goes through `CBenchCurl`, the benchmark's own module map and typed setopt wrappers, since SessionKit
 //   imports its `CCurl` internally.
+// - swift-http-types for the HTTP core API's rows (`data(for: HTTPRequest)`); SessionKit depends on it too, so the
+//   benchmark resolves nothing new.
 let package = Package(
     name: "SessionKitBenchmarks",
     dependencies: [
@@ -18,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         .systemLibrary(
@@ -48,6 +51,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/sessionkit-bench",
             swiftSettings: [.swiftLanguageMode(.v5)]

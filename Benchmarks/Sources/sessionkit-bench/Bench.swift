@@ -11,7 +11,9 @@ import FoundationNetworking
 /// measurement runs in a child process of its own, so that its peak RSS is its own.
 ///
 ///     sessionkit-bench                 the whole table (BENCH_QUICK=1: fewer iterations)
-///     sessionkit-bench soak N [CLIENT] N sequential GETs (default SessionKit curl, closure API), RSS every 10 %
+///     sessionkit-bench soak N [CLIENT] N sequential GETs (default SessionKit curl, task API), RSS every 10 %;
+///                                      CLIENT sessionkit-curl (task API), sessionkit-curl-get (closure verb),
+///                                      sessionkit-curl-async (async verb), sessionkit-curl-core (HTTP core API), …
 ///     sessionkit-bench stream [MiB]    a streamed body (default 1 GiB) into a slow reader: peak RSS
 ///     sessionkit-bench serve           only the loopback server, for profiling a child by hand (ends after an hour)
 ///     sessionkit-bench nginx           only nginx (HTTP and HTTPS ports, CA file), for profiling by hand (an hour)
@@ -88,7 +90,10 @@ struct Bench {
         switch arguments.first {
         case "soak":
             let count = arguments.count > 1 ? Int(arguments[1]) ?? 100_000 : 100_000
-            let client = arguments.count > 2 ? Client(rawValue: arguments[2]) ?? .sessionKitCurl : .sessionKitCurl
+            let name = arguments.count > 2 ? arguments[2] : Client.sessionKitCurl.rawValue
+            guard let client = Client(rawValue: name) else {
+                throw BenchError("unknown client \(name): " + Client.allCases.map(\.rawValue).joined(separator: ", "))
+            }
             try await soak(count: count, client: client)
         case "stream":
             let mebibytes = arguments.count > 1 ? Int(arguments[1]) ?? 1024 : 1024
@@ -133,8 +138,16 @@ struct Bench {
     }
 
     static let allClients: [Client] = [
-        .libcurl, .urlSession, .urlSessionDelegate, .ahc, .ahc64, .sessionKitCurl, .sessionKitCurlAsync, .sessionKit,
+        .libcurl, .urlSession, .urlSessionDelegate, .ahc, .ahc64, .sessionKitCurlGet, .sessionKitCurlAsync,
+        .sessionKitCurl, .sessionKitCurlCore, .sessionKit,
     ]
+
+    /// The clients of the large transfers (100 MiB, 10 MiB POSTs): the closure verb and the HTTP core API run the
+    /// small-GET rows only (wave 3 measures what users call for small GETs; large transfers stay on the task API).
+    static let transferClients: [Client] = allClients.filter { ![.sessionKitCurlGet, .sessionKitCurlCore].contains($0) }
+
+    /// SessionKit's four APIs on the curl transport, as users call them.
+    static let sessionKitAPIs: [Client] = [.sessionKitCurlGet, .sessionKitCurlAsync, .sessionKitCurl, .sessionKitCurlCore]
 
     /// Runs every row's clients round-robin, `rounds` times (medians), then the RSS rows and callgrind, and prints
     /// one table and the issue's targets.
@@ -172,10 +185,10 @@ struct Bench {
             Row(server: "nginx https", base: server.httpsBase, scenario: .concurrent64, count: small, clients: allClients),
             Row(server: "nginx https", base: server.httpsBase, scenario: .handshake, count: quick ? 20 : 50,
                 clients: allClients),
-            Row(server: "nginx http", base: server.httpBase, scenario: .download100MiB, count: 1, clients: allClients),
-            Row(server: "nginx http", base: server.httpBase, scenario: .memory100MiB, count: 1, clients: allClients),
+            Row(server: "nginx http", base: server.httpBase, scenario: .download100MiB, count: 1, clients: transferClients),
+            Row(server: "nginx http", base: server.httpBase, scenario: .memory100MiB, count: 1, clients: transferClients),
             Row(server: "nginx http", base: server.httpBase, scenario: .upload10MiB, count: quick ? 5 : 20,
-                clients: allClients),
+                clients: transferClients),
         ]
         if let loopback {
             let old: [Client] = [.libcurl, .urlSession, .urlSessionDelegate, .ahc, .sessionKit, .sessionKitCurl]
@@ -203,8 +216,8 @@ struct Bench {
             }
         }
         // RSS after 1k and after 20k sequential GETs: one child each (the two SessionKit APIs; the others beside them).
-        let soakClients: [Client] = quick ? [.sessionKitCurl, .sessionKitCurlAsync]
-            : [.libcurl, .urlSession, .ahc, .sessionKitCurl, .sessionKitCurlAsync, .sessionKit]
+        let soakClients: [Client] = quick ? sessionKitAPIs
+            : [.libcurl, .urlSession, .ahc] + sessionKitAPIs + [.sessionKit]
         FileHandle.standardError.write(Data("  measuring RSS over 20,000 GETs…\n".utf8))
         var soaks: [Client: ChildResult] = [:]
         for client in soakClients {
@@ -213,12 +226,13 @@ struct Bench {
         }
         FileHandle.standardError.write(Data("  measuring instructions (callgrind)…\n".utf8))
         let instructions = try await instructionCounts(base: server.httpBase, small: quick ? 20 : 50, large: quick ? 120 : 250,
-                                                       clients: [.libcurl, .urlSession, .ahc, .sessionKitCurl,
-                                                                 .sessionKitCurlAsync] + (quick ? [] : [.sessionKit]))
+                                                       clients: [.libcurl, .urlSession, .ahc] + sessionKitAPIs
+                                                        + (quick ? [] : [.sessionKit]))
         try? await loopback?.shutdown()
         stopServers()
 
         printTable(rows: rows, results: results, soaks: soaks, instructions: instructions)
+        printAPISummary(results: results, instructions: instructions)
         printTargets(results: results, soaks: soaks, instructions: instructions)
         print(String(format: "\n(%.0f s; nginx stopped by PID)", Date().timeIntervalSince(started)))
     }
@@ -260,15 +274,17 @@ struct Bench {
 
     static func printTable(rows: [Row], results: [String: [Client: [ChildResult]]], soaks: [Client: ChildResult],
                            instructions: [Client: Double?]) {
-        print("| server | scenario | client | median | p99 latency / peak RSS | vs raw libcurl | vs AHC (default pool) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| server | scenario | client | median | p99 latency / peak RSS | vs raw libcurl | vs AHC (default pool) "
+            + "| vs AHC (pool of 64) |")
+        print("|---|---|---|---|---|---|---|---|")
         for row in rows {
             let curl = cell(results, row.key, .libcurl)
             let ahc = cell(results, row.key, .ahc)
+            let ahc64 = cell(results, row.key, .ahc64)
             for client in row.clients {
                 let prefix = "| \(row.server) | \(row.scenario.title) (\(row.count)) | \(client.title) | "
                 guard let value = cell(results, row.key, client) else {
-                    print(prefix + "n/a | | | |")
+                    print(prefix + "n/a | | | | |")
                     continue
                 }
                 if row.scenario == .handshake {
@@ -276,31 +292,64 @@ struct Bench {
                     let ms = 1000 / value.rate
                     print(prefix + "\(format(ms, decimals: 2)) ms per new connection | "
                         + "p99 \(format(value.p99 ?? 0, decimals: 2)) ms | "
-                        + ratio(ms, curl.map { 1000 / $0.rate }) + " | " + ratio(ms, ahc.map { 1000 / $0.rate }) + " |")
+                        + ratio(ms, curl.map { 1000 / $0.rate }) + " | " + ratio(ms, ahc.map { 1000 / $0.rate }) + " | "
+                        + ratio(ms, ahc64.map { 1000 / $0.rate }) + " |")
                     continue
                 }
                 let extra = row.scenario == .sequential
                     ? "p99 \(format(value.p99 ?? 0, decimals: 2)) ms" : "\(format(value.peakMiB, decimals: 1)) MiB"
                 print(prefix + "\(format(value.rate)) \(row.scenario.unit) | "
-                    + extra + " | " + ratio(value.rate, curl?.rate) + " | " + ratio(value.rate, ahc?.rate) + " |")
+                    + extra + " | " + ratio(value.rate, curl?.rate) + " | " + ratio(value.rate, ahc?.rate) + " | "
+                    + ratio(value.rate, ahc64?.rate) + " |")
             }
         }
         for client in allClients {
             guard let soak = soaks[client] else { continue }
             print("| nginx http | RSS after 1k → 20k sequential GETs | \(client.title) | "
                 + "\(format(soak.rss1k / 1024, decimals: 1)) → \(format(soak.rssEnd / 1024, decimals: 1)) MiB | "
-                + "peak \(format(soak.peakRSSMiB, decimals: 1)) MiB | | |")
+                + "peak \(format(soak.peakRSSMiB, decimals: 1)) MiB | | | |")
         }
         let curl = instructions[.libcurl] ?? nil
         let ahc = instructions[.ahc] ?? nil
         for client in allClients {
             guard let entry = instructions[client] else { continue }
             guard let count = entry else {
-                print("| nginx http | instructions per small GET (callgrind) | \(client.title) | n/a (failed under valgrind) | | | |")
+                print("| nginx http | instructions per small GET (callgrind) | \(client.title) | n/a (failed under valgrind) | | | | |")
                 continue
             }
             print("| nginx http | instructions per small GET (callgrind) | \(client.title) | \(format(count / 1000))k | | "
-                + ratio(count, curl) + " | " + ratio(count, ahc) + " |")
+                + ratio(count, curl) + " | " + ratio(count, ahc) + " | |")
+        }
+    }
+
+    /// One line per API that users call (SessionKit's four on the curl transport) beside AsyncHTTPClient and raw
+    /// libcurl: instructions per small GET and req/s of the small-GET rows, each with its ratio against AHC's default
+    /// pool and against AHC with 64 connections per host (higher is better for req/s, lower for instructions).
+    static func printAPISummary(results: [String: [Client: [ChildResult]]], instructions: [Client: Double?]) {
+        let keys = ["nginx http sequential", "nginx http concurrent64", "nginx https sequential", "nginx https concurrent64"]
+        print("\nWhat users call: small GETs against nginx (ratios: vs AHC default pool / vs AHC pool of 64)\n")
+        print("| API | instructions per GET | HTTP sequential | HTTP 64 in flight | HTTPS sequential | HTTPS 64 in flight |")
+        print("|---|---|---|---|---|---|")
+        let ahcInstructions = instructions[.ahc] ?? nil
+        for client in sessionKitAPIs + [.ahc, .ahc64, .libcurl] {
+            var line = "| \(client.title) | "
+            if let entry = instructions[client], let count = entry {
+                line += "\(format(count / 1000))k" + (client == .ahc ? "" : " (\(ratio(count, ahcInstructions)))")
+            } else {
+                line += client == .ahc64 ? "(as default pool)" : "n/a"
+            }
+            for key in keys {
+                guard let value = cell(results, key, client) else {
+                    line += " | n/a"
+                    continue
+                }
+                line += " | \(format(value.rate))"
+                if client != .ahc && client != .ahc64 {
+                    line += " (\(ratio(value.rate, cell(results, key, .ahc)?.rate)) / "
+                        + "\(ratio(value.rate, cell(results, key, .ahc64)?.rate)))"
+                }
+            }
+            print(line + " |")
         }
     }
 
@@ -312,19 +361,18 @@ struct Bench {
     /// The issue's targets for SessionKit on the curl transport against nginx, met or not, from this run.
     static func printTargets(results: [String: [Client: [ChildResult]]], soaks: [Client: ChildResult],
                              instructions: [Client: Double?]) {
-        print("\nTargets (SessionKit, curl transport, against nginx; closure API unless said):\n")
+        print("\nTargets (SessionKit, curl transport, against nginx; task API unless said):\n")
         print("| target | this run | |")
         print("|---|---|---|")
         func line(_ target: String, _ measured: String, _ met: Bool?) {
             print("| \(target) | \(measured) | \(met.map { $0 ? "met" : "**not met**" } ?? "n/a") |")
         }
         func c(_ key: String, _ client: Client) -> Cell? { cell(results, key, client) }
-        let closureInstructions = instructions[.sessionKitCurl] ?? nil
-        let asyncInstructions = instructions[.sessionKitCurlAsync] ?? nil
-        line("≤ 200k instructions per small GET",
-             "closure \(closureInstructions.map { format($0 / 1000) + "k" } ?? "n/a"), async "
-                + (asyncInstructions.map { format($0 / 1000) + "k" } ?? "n/a"),
-             closureInstructions.map { $0 <= 200_000 && (asyncInstructions ?? 0) <= 200_000 })
+        let apiInstructions = sessionKitAPIs.map { (client: $0, count: instructions[$0] ?? nil) }
+        line("≤ 200k instructions per small GET, every API",
+             apiInstructions.map { "\($0.client.api) \($0.count.map { format($0 / 1000) + "k" } ?? "n/a")" }
+                .joined(separator: ", "),
+             apiInstructions.contains { $0.count == nil } ? nil : apiInstructions.allSatisfy { ($0.count ?? 0) <= 200_000 })
         for scheme in ["http", "https"] {
             let seq = "nginx \(scheme) sequential", c64 = "nginx \(scheme) concurrent64"
             if let sk = c(seq, .sessionKitCurl), let ahc = c(seq, .ahc) {
@@ -349,7 +397,7 @@ struct Bench {
         }
         for key in ["nginx http sequential", "nginx http concurrent64", "nginx https sequential", "nginx https concurrent64"] {
             if let closure = c(key, .sessionKitCurl), let async = c(key, .sessionKitCurlAsync) {
-                line("async API within 10 % of closure (\(key.dropFirst(6)))",
+                line("async verb within 10 % of the task API (\(key.dropFirst(6)))",
                      "\(format(async.rate)) vs \(format(closure.rate)) req/s (\(ratio(async.rate, closure.rate)))",
                      async.rate >= 0.9 * closure.rate)
             }
@@ -369,7 +417,7 @@ struct Bench {
             line("10 MiB POSTs at least today's figure (compare with the last table in Docs/Benchmark.md)",
                  "\(format(sk.rate)) MB/s (\(ratio(sk.rate, curl.rate)) of raw libcurl)", nil)
         }
-        for client in [Client.sessionKitCurl, .sessionKitCurlAsync] {
+        for client in sessionKitAPIs {
             if let soak = soaks[client] {
                 let growth = (soak.rssEnd - soak.rss1k) / 1024
                 line("RSS growth < 1 MB over 100,000 requests, \(client.api) (here 1k → 20k; `make soak` runs 100k)",
@@ -486,6 +534,7 @@ struct Bench {
 enum Client: String, CaseIterable {
     case libcurl, urlSession = "urlsession", urlSessionDelegate = "urlsession-delegate", sessionKit = "sessionkit"
     case sessionKitCurl = "sessionkit-curl", sessionKitCurlAsync = "sessionkit-curl-async"
+    case sessionKitCurlGet = "sessionkit-curl-get", sessionKitCurlCore = "sessionkit-curl-core"
     case ahc, ahc64 = "ahc-64"
 
     var title: String {
@@ -493,15 +542,25 @@ enum Client: String, CaseIterable {
         case .libcurl: return "raw libcurl"
         case .urlSession: return "raw URLSession"
         case .urlSessionDelegate: return "raw URLSession (delegate)"
-        case .sessionKit: return "SessionKit foundation, closure"
-        case .sessionKitCurl: return "SessionKit curl, closure"
-        case .sessionKitCurlAsync: return "SessionKit curl, async"
+        case .sessionKit: return "SessionKit foundation, dataTask(with:)"
+        case .sessionKitCurl: return "SessionKit curl, dataTask(with:)"
+        case .sessionKitCurlAsync: return "SessionKit curl, async get(_:)"
+        case .sessionKitCurlGet: return "SessionKit curl, closure get(_:…success:failure:)"
+        case .sessionKitCurlCore: return "SessionKit curl, data(for: HTTPRequest)"
         case .ahc: return "AsyncHTTPClient (default pool)"
         case .ahc64: return "AsyncHTTPClient (pool of 64)"
         }
     }
 
-    var api: String { self == .sessionKitCurlAsync ? "async API" : "closure API" }
+    /// The API's short name in the targets.
+    var api: String {
+        switch self {
+        case .sessionKitCurlGet: return "closure verb"
+        case .sessionKitCurlAsync: return "async verb"
+        case .sessionKitCurlCore: return "HTTP core API"
+        default: return "task API"
+        }
+    }
 
     /// Clients on URLSession's own TLS, which trusts the system store only on Linux.
     var needsSystemTrust: Bool { [.urlSession, .urlSessionDelegate, .sessionKit].contains(self) }

@@ -128,6 +128,14 @@ enum Measurement {
             let manager = HTTPSessionManager(baseURL: URL(string: root), sessionConfiguration: configuration)
             configure(manager, transport: .curl, https: https)
             bytes = try runSessionKitAsync(manager, scenario: scenario, path: String(scenario.path.dropFirst()), count: count)
+        case (.sessionKitCurlGet, _):
+            let manager = HTTPSessionManager(baseURL: URL(string: root), sessionConfiguration: configuration)
+            configure(manager, transport: .curl, https: https)
+            bytes = try SessionKitVerbs.closureGet(manager, scenario: scenario, path: String(scenario.path.dropFirst()),
+                                                   count: count)
+        case (.sessionKitCurlCore, _):
+            let manager = makeManager(transport: .curl, https: https)
+            bytes = try SessionKitVerbs.coreData(manager, scenario: scenario, url: url, count: count)
         }
         let elapsed = Date().timeIntervalSince(started)
         let rate = scenario.unit == "MB/s" ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
