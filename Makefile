@@ -13,7 +13,7 @@ SOAK_CLIENTS ?= sessionkit-curl sessionkit-curl-async
 TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
 
-FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge
+FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 

@@ -13,11 +13,10 @@ import Foundation
 /// (`head`, `trailer`, `date`, `cache`, `challenge`) are checked for properties, not only for crashes: a broken
 /// property stops the process like a crash, so libFuzzer keeps the input.
 ///
-/// Adding a parser is one case here and one line in ``run(_:)`` (the WebSocket frame parser and the SSE event parser
-/// join that way once they exist).
+/// Adding a parser is one case here and one line in ``run(_:)``; `websocket`, `utf8` and `sse` joined that way.
 enum FuzzTarget: String, CaseIterable {
     case http, json, xml, plist, compound, decodable, archive
-    case head, trailer, date, cache, challenge
+    case head, trailer, date, cache, challenge, websocket, utf8, sse
 
     /// The target of this process (set once from the command line, before fuzzing starts).
     nonisolated(unsafe) static var selected: FuzzTarget = .json
@@ -77,6 +76,9 @@ enum FuzzTarget: String, CaseIterable {
         case .date: return NetworkParserProperties.date(input)
         case .cache: return NetworkParserProperties.cache(input)
         case .challenge: return NetworkParserProperties.challenge(input)
+        case .websocket: return NetworkParserProperties.webSocket(input)
+        case .utf8: return NetworkParserProperties.utf8(input)
+        case .sse: return NetworkParserProperties.serverSentEvents(input)
         default: break
         }
         if self == .archive {
@@ -125,7 +127,7 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? compound.responseObject(for: response, data: body)
         case .decodable:
             _ = try? DecodableResponseSerializer(FuzzDocument.self).responseObject(for: response, data: body)
-        case .archive, .head, .trailer, .date, .cache, .challenge:
+        case .archive, .head, .trailer, .date, .cache, .challenge, .websocket, .utf8, .sse:
             break
         }
     }

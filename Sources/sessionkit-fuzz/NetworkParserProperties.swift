@@ -118,6 +118,61 @@ enum NetworkParserProperties {
         }
     }
 
+    /// WebSocket frames from a server: read whole or in pieces (split where the first two bytes say), the parser
+    /// delivers the same frames and the same failure; no delivered frame breaks a rule the parser enforces (a client
+    /// never gets data from a frame it rejects); no payload passes the limit.
+    static func webSocket(_ input: Data) {
+        guard input.count >= 2 else { return }
+        let limit = 1 + Int(input[input.startIndex]) * 64
+        let data = Data(input.dropFirst(2))
+        let whole = ParserProbes.webSocketFrames(data, maximumPayloadLength: limit)
+        let split = ParserProbes.webSocketFrames(
+            data, splits: [Int(input[input.startIndex + 1]), Int(input[input.startIndex + 1]) * 3],
+            maximumPayloadLength: limit)
+        if whole.frames != split.frames || whole.failureCode != split.failureCode {
+            fail("frames differ when the bytes arrive in pieces", input)
+        }
+        for frame in whole.frames {
+            let isControl = frame.opcode & 0x8 != 0
+            if frame.rsv1 { fail("RSV1 without an extension", input) }
+            if ![0, 1, 2, 8, 9, 10].contains(frame.opcode) { fail("opcode \(frame.opcode)", input) }
+            if isControl && (!frame.fin || frame.payload.count > 125) { fail("a control frame broke 5.5", input) }
+            if frame.payload.count > limit { fail("payload over the limit", input) }
+        }
+        if let code = whole.failureCode, ![1002, 1007, 1009].contains(code) { fail("close code \(code)", input) }
+    }
+
+    /// The WebSocket text check agrees with Swift's own UTF-8 validation, whole and in pieces.
+    static func utf8(_ input: Data) {
+        let split = input.first.map(Int.init) ?? 0
+        let result = ParserProbes.utf8(input, split: split)
+        let reference = String(validating: input, as: UTF8.self) != nil
+        if result.whole != reference || result.pieces != reference {
+            fail("UTF-8 check \(result) but Swift says \(reference)", input)
+        }
+    }
+
+    /// Server-Sent Events: the stream read whole and read in pieces (split where the first byte says) gives the same
+    /// events or the same error; no event holds more than the size limit.
+    static func serverSentEvents(_ input: Data) {
+        let limit = 4096
+        let whole = Result { try ServerSentEventParser.events(in: input, maximumEventSize: limit) }
+        let cut = input.startIndex + min(Int(input.first ?? 0), input.count)
+        let pieces = Result { () throws -> [ServerSentEvent] in
+            var parser = ServerSentEventParser(maximumEventSize: limit)
+            return try parser.parse(Data(input[..<cut])) + parser.parse(Data(input[cut...]))
+        }
+        switch (whole, pieces) {
+        case (.success(let a), .success(let b)):
+            if a != b { fail("events differ when the stream arrives in pieces", input) }
+            for event in a where event.data.utf8.count > limit { fail("an event over the size limit", input) }
+        case (.failure, .failure):
+            break
+        default:
+            fail("one reading failed and the other did not", input)
+        }
+    }
+
     /// A challenge accepted prints back (`scheme realm="…"`) as a value that reads as the same challenge.
     static func challenge(_ input: Data) {
         let text = String(decoding: input, as: UTF8.self)

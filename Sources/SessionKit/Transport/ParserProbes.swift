@@ -72,6 +72,51 @@ import Foundation
         AuthenticationChallengeHeader(fieldValue: value, isProxy: false).map { ($0.scheme, $0.realm, $0.fieldValue) }
     }
 
+    /// A WebSocket frame as the parser delivered it.
+    public struct Frame: Equatable {
+        /// Whether the frame ends its message.
+        public var fin: Bool
+        /// The RSV1 bit (permessage-deflate's).
+        public var rsv1: Bool
+        /// The opcode (RFC 6455 5.2).
+        public var opcode: UInt8
+        /// The unmasked payload.
+        public var payload: Data
+    }
+
+    /// The frames a client's parser reads from a server's `data` when it arrives in pieces split at `splits`, and the
+    /// close code of the failure that stopped it, if one did.
+    public static func webSocketFrames(
+        _ data: Data, splits: [Int] = [], maximumPayloadLength: Int
+    ) -> (frames: [Frame], failureCode: UInt16?) {
+        var parser = WebSocketFrameParser(maximumPayloadLength: maximumPayloadLength)
+        var frames: [Frame] = []
+        var start = data.startIndex
+        for cut in (splits.map { data.startIndex + min(max(0, $0), data.count) } + [data.endIndex]) where cut >= start {
+            parser.append(Data(data[start..<cut]))
+            start = cut
+            // Each frame takes two bytes at least: bounded by the bytes appended so far.
+            for _ in 0...(data.count / 2) {
+                do {
+                    guard let frame = try parser.next() else { break }
+                    frames.append(
+                        Frame(fin: frame.fin, rsv1: frame.rsv1, opcode: frame.opcode.rawValue, payload: frame.payload))
+                } catch {
+                    return (frames, error.code)
+                }
+            }
+        }
+        return (frames, nil)
+    }
+
+    /// Whether the WebSocket text check accepts `data` read whole, and read in two pieces split at `split`.
+    public static func utf8(_ data: Data, split: Int) -> (whole: Bool, pieces: Bool) {
+        var validator = UTF8Validator()
+        let cut = data.startIndex + min(max(0, split), data.count)
+        let pieces = validator.consume(data[..<cut]) && validator.consume(data[cut...]) && validator.isComplete
+        return (UTF8Validator.isValid(data), pieces)
+    }
+
     /// What the HTTP cache's rules make of a stored response with `fields` (status `status`), received `elapsed`
     /// seconds before `now`, for a request with `requestFields`.
     public static func cacheRules(
