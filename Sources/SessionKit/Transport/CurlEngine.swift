@@ -188,8 +188,10 @@ final class CurlEngine: @unchecked Sendable {
             }
             curl_multi_perform(multi, &running)
             var queued: Int32 = 0
+            var ended = false
             while let message = curl_multi_info_read(multi, &queued) {
                 guard message.pointee.msg == CURLMSG_DONE, let easy = message.pointee.easy_handle else { continue }
+                ended = true
                 if let connection = streams[easy] {
                     connected(connection, code: message.pointee.data.result)
                     continue
@@ -211,7 +213,15 @@ final class CurlEngine: @unchecked Sendable {
             }
             var fds = waits
             let idleTimeout: Int32 = transfers.isEmpty && streams.isEmpty ? 250 : 1000
-            curl_multi_poll(multi, &fds, UInt32(fds.count), min(idleTimeout, timeout), nil)
+            // A transfer that ended hands its connection slot (CURLMOPT_MAX_HOST_CONNECTIONS) to one that waited for
+            // it. libcurl 7.88 marks that one to run at once with a timer, but `curl_multi_perform` drops the timers
+            // that expired during the call without running their transfers, and a transfer met later in the call
+            // reads the clock anew: a waiting transfer earlier in the list is left with no socket and no timer, and
+            // the poll would sleep its whole timeout unless something else woke it (the 1 s stalls at 64 in flight).
+            // Every `curl_multi_perform` runs every transfer, so after a pass in which one ended, the next one starts
+            // at once.
+            let wait = ended ? 0 : min(idleTimeout, timeout)
+            curl_multi_poll(multi, &fds, UInt32(fds.count), wait, nil)
         }
         curl_multi_cleanup(multi)
     }
