@@ -124,28 +124,26 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             case .challengeResponse:
                 error = nil  // the challenge's response, already received, is the result
             case .resourceTimeout:
-                error = URLError(
-                    .timedOut,
-                    userInfo: [
-                        NSLocalizedDescriptionKey: "The request took longer than the session's resource timeout.",
-                        NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
-                        "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
-                    ])
+                error = Self.error(.timedOut, "The request took longer than the session's resource timeout.", of: task)
             }
         }
         if error == nil, task.response == nil, !(task is URLSessionStreamTask) {
             // A completion carries a response or an error, on every transport and whatever its parser made of the
             // bytes: a task that would end with neither fails instead.
-            error = URLError(
-                .badServerResponse,
-                userInfo: [
-                    NSLocalizedDescriptionKey: "The task ended without a response or an error.",
-                    NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
-                    "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
-                ])
+            error = Self.error(.badServerResponse, "The task ended without a response or an error.", of: task)
         }
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
+    }
+
+    /// A `URLError` of `code` saying `reason`, with the task's URL.
+    private static func error(_ code: URLError.Code, _ reason: String, of task: URLSessionTask) -> URLError {
+        URLError(
+            code,
+            userInfo: [
+                NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
+                "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
+            ])
     }
 }
 

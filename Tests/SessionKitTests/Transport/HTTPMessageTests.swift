@@ -10,23 +10,7 @@ import XCTest
 /// HTTP/1.1 messages as RFC 9112 and RFC 9110 allow them, sent byte by byte by ``RawFaultServer``: status lines
 /// without a reason phrase, empty field values, codings SessionKit does not decode. Transport-neutral: `make test` runs
 /// them on both transports.
-final class HTTPMessageTests: XCTestCase {
-    private var servers: [RawFaultServer] = []
-
-    override func tearDown() async throws {
-        for server in servers { try await server.shutdown() }
-        servers = []
-        try await super.tearDown()
-    }
-
-    private func start(
-        _ script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action
-    ) async throws -> RawFaultServer {
-        let server = try await RawFaultServer.start(script: script)
-        servers.append(server)
-        return server
-    }
-
+final class HTTPMessageTests: RawServerTestCase {
     private func manager(baseURL: URL? = nil) -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 5

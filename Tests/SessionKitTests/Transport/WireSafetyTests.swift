@@ -10,25 +10,7 @@ import XCTest
 
 /// What goes on the wire is what the caller asked for, once, against servers that misbehave byte by byte
 /// (``RawFaultServer``). Each case checks the error, exactly one completion, and what the server received.
-final class WireSafetyTests: XCTestCase {
-    private var servers: [RawFaultServer] = []
-
-    override func tearDown() async throws {
-        for server in servers { try await server.shutdown() }
-        servers = []
-        try await super.tearDown()
-    }
-
-    private func start(
-        _ script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action
-    ) async throws
-        -> RawFaultServer
-    {
-        let server = try await RawFaultServer.start(script: script)
-        servers.append(server)
-        return server
-    }
-
+final class WireSafetyTests: RawServerTestCase {
     private func manager(timeout: TimeInterval = 5, transport: Transport = .curl) -> URLSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = timeout
