@@ -27,75 +27,15 @@ final class StreamTaskTests: XCTestCase {
         return server
     }
 
-    /// Counts each task's completions, and the closing callbacks, as the manager's closures see them.
-    private final class Observer: @unchecked Sendable {
-        // @unchecked Sendable: every field is guarded by `lock`.
-        private let lock = NSLock()
-        private var completions: [Int: [Error?]] = [:]
-        private var waiters: [Int: [CheckedContinuation<Error?, Never>]] = [:]
-        private(set) var readClosed = 0
-        private(set) var writeClosed = 0
-        private(set) var offQueueCallbacks = 0
-
-        func completed(_ task: URLSessionTask, _ error: Error?) {
-            lock.lock()
-            completions[task.taskIdentifier, default: []].append(error)
-            let waiting = waiters.removeValue(forKey: task.taskIdentifier) ?? []
-            lock.unlock()
-            for waiter in waiting { waiter.resume(returning: error) }
-        }
-
-        func closed(read: Bool) {
-            lock.lock()
-            if read { readClosed += 1 } else { writeClosed += 1 }
-            lock.unlock()
-        }
-
-        func offQueue() {
-            lock.lock()
-            offQueueCallbacks += 1
-            lock.unlock()
-        }
-
-        func completionCount(of task: URLSessionTask) -> Int {
-            lock.lock()
-            defer { lock.unlock() }
-            return completions[task.taskIdentifier]?.count ?? 0
-        }
-
-        /// The task's completion error, once it completed.
-        func completion(of task: URLSessionTask) async -> Error? {
-            await withCheckedContinuation { continuation in
-                lock.lock()
-                if let first = completions[task.taskIdentifier]?.first {
-                    lock.unlock()
-                    continuation.resume(returning: first)
-                } else {
-                    waiters[task.taskIdentifier, default: []].append(continuation)
-                    lock.unlock()
-                }
-            }
-        }
-    }
-
-    private static let queueKey = DispatchSpecificKey<String>()
-
     private func makeManager(
         policy: SecurityPolicy? = nil, requestTimeout: TimeInterval = 10
-    ) -> (URLSessionManager, Observer) {
+    ) -> (URLSessionManager, TaskCompletionObserver) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = requestTimeout
         let manager = URLSessionManager(sessionConfiguration: configuration)
         manager.transport = LoopbackTestCase.testTransport
         if let policy { manager.securityPolicy = policy }
-        manager.operationQueue.underlyingQueue?.setSpecific(key: Self.queueKey, value: "delegate")
-        let observer = Observer()
-        manager.taskDidComplete = { _, task, error in
-            if DispatchQueue.getSpecific(key: Self.queueKey) != "delegate" { observer.offQueue() }
-            observer.completed(task, error)
-        }
-        manager.streamTaskReadClosed = { _, _ in observer.closed(read: true) }
-        manager.streamTaskWriteClosed = { _, _ in observer.closed(read: false) }
+        let observer = TaskCompletionObserver(observing: manager)
         return (manager, observer)
     }
 
@@ -120,7 +60,7 @@ final class StreamTaskTests: XCTestCase {
     ) async throws -> (data: Data?, atEOF: Bool, error: Error?) {
         try await awaitCallback { done in
             task.readData(ofMinLength: min, maxLength: max, timeout: timeout) { data, atEOF, error in
-                if DispatchQueue.getSpecific(key: Self.queueKey) != "delegate" {
+                if !TaskCompletionObserver.isOnDelegateQueue {
                     XCTFail("a read's completion ran off the delegate queue")
                 }
                 done((data, atEOF, error))

@@ -40,60 +40,16 @@ final class WebSocketTaskTests: XCTestCase {
         return server
     }
 
-    /// Each task's completions as the manager's closure sees them, and whether one ran off the delegate queue.
-    private final class Completions: @unchecked Sendable {
-        // @unchecked Sendable: every field is guarded by `lock`.
-        private let lock = NSLock()
-        private var errors: [Int: [Error?]] = [:]
-        private var waiters: [Int: [CheckedContinuation<Error?, Never>]] = [:]
-        private(set) var offQueue = 0
-
-        func record(_ task: URLSessionTask, _ error: Error?, onQueue: Bool) {
-            lock.lock()
-            if !onQueue { offQueue += 1 }
-            errors[task.taskIdentifier, default: []].append(error)
-            let waiting = waiters.removeValue(forKey: task.taskIdentifier) ?? []
-            lock.unlock()
-            for waiter in waiting { waiter.resume(returning: error) }
-        }
-
-        func count(of task: URLSessionTask) -> Int {
-            lock.lock()
-            defer { lock.unlock() }
-            return errors[task.taskIdentifier]?.count ?? 0
-        }
-
-        func completion(of task: URLSessionTask) async -> Error? {
-            await withCheckedContinuation { continuation in
-                lock.lock()
-                if let first = errors[task.taskIdentifier]?.first {
-                    lock.unlock()
-                    continuation.resume(returning: first)
-                } else {
-                    waiters[task.taskIdentifier, default: []].append(continuation)
-                    lock.unlock()
-                }
-            }
-        }
-    }
-
-    private static let queueKey = DispatchSpecificKey<String>()
-
     private func makeManager(
         policy: SecurityPolicy? = nil, configure: (URLSessionConfiguration) -> Void = { _ in }
-    ) -> (URLSessionManager, Completions) {
+    ) -> (URLSessionManager, TaskCompletionObserver) {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
         configure(configuration)
         let manager = URLSessionManager(sessionConfiguration: configuration)
         manager.transport = LoopbackTestCase.testTransport
         if let policy { manager.securityPolicy = policy }
-        manager.operationQueue.underlyingQueue?.setSpecific(key: Self.queueKey, value: "delegate")
-        let completions = Completions()
-        manager.taskDidComplete = { _, task, error in
-            completions.record(task, error, onQueue: DispatchQueue.getSpecific(key: Self.queueKey) == "delegate")
-        }
-        return (manager, completions)
+        return (manager, TaskCompletionObserver(observing: manager))
     }
 
     private func pinning(_ name: String) throws -> SecurityPolicy {
@@ -139,7 +95,7 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertNil(completion)
         XCTAssertEqual(task.state, .completed)
         XCTAssertFalse(manager.tasks.contains { $0 === task }, "not listed once completed")
-        XCTAssertEqual(completions.offQueue, 0)
+        XCTAssertEqual(completions.offQueueCallbacks, 0)
     }
 
     func testEchoOverWSSWithAPinnedCertificate() async throws {
@@ -169,7 +125,7 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
         XCTAssertEqual(server.seen.connections, 1, "the client did connect")
         XCTAssertTrue(server.seen.upgrades.isEmpty, "no upgrade request reached the server")
-        XCTAssertEqual(completions.count(of: task), 1)
+        XCTAssertEqual(completions.completionCount(of: task), 1)
     }
 
     func testNegotiatesAnOfferedSubprotocol() async throws {
@@ -299,7 +255,7 @@ final class WebSocketTaskTests: XCTestCase {
         let close = server.clientFrames().first { $0.opcode == 0x8 }
         XCTAssertEqual(close?.closeCode, code.rawValue, what, file: file, line: line)
         XCTAssertEqual(close?.masked, true, what, file: file, line: line)
-        XCTAssertEqual(completions.count(of: task), 1, what, file: file, line: line)
+        XCTAssertEqual(completions.completionCount(of: task), 1, what, file: file, line: line)
     }
 
     private func frame(
@@ -473,7 +429,7 @@ final class WebSocketTaskTests: XCTestCase {
         try await Task.sleep(nanoseconds: 200_000_000)
         XCTAssertEqual(receives.map(\.deliveries), [1, 1, 1, 1, 1])
         XCTAssertEqual(ping.deliveries, 1)
-        XCTAssertEqual(completions.count(of: task), 1)
+        XCTAssertEqual(completions.completionCount(of: task), 1)
     }
 
     func testSuspendHoldsTheConnectionUntilResumed() async throws {
@@ -572,11 +528,11 @@ final class WebSocketTaskTests: XCTestCase {
         for task in tasks {
             let completion = await completions.completion(of: task)
             XCTAssertNil(completion)
-            XCTAssertEqual(completions.count(of: task), 1)
+            XCTAssertEqual(completions.completionCount(of: task), 1)
         }
         XCTAssertEqual(Set(tasks.map(\.taskIdentifier)).count, 100)
         XCTAssertEqual(server.seen.upgrades.count, 100)
-        XCTAssertEqual(completions.offQueue, 0)
+        XCTAssertEqual(completions.offQueueCallbacks, 0)
         try await waitUntil("every task unlisted") { manager.tasks.isEmpty }
     }
 
