@@ -255,24 +255,21 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
             return try queryEncodedRequest(request, parameters: parameters)
         }
         var request = request
-        applyDefaultHeaders(to: &request)
+        applyDefaultHeaders(to: &request, contentType: parameters == nil ? nil : contentType)
         guard let original = parameters else { return request }
-        let value = try Self.propertyListValue(original)
-        if request.value(forHTTPHeaderField: "Content-Type") == nil {
-            request.setValue(contentType, forHTTPHeaderField: "Content-Type")
-        }
-        request.httpBody = try encode(value)
+        request.httpBody = try encode(try Self.propertyListValue(original))
         return request
     }
 
     /// AFNetworking's query and form encoding of `parameters` into `request`.
     func queryEncodedRequest(_ request: URLRequest, parameters: Any?) throws -> URLRequest {
         var request = request
-        applyDefaultHeaders(to: &request)
         let method = (request.httpMethod ?? "GET").uppercased()
         let (encoding, custom, uriMethods) = state.read {
             ($0.stringEncoding, $0.queryStringSerialization, $0.methodsEncodingParametersInURI)
         }
+        applyDefaultHeaders(
+            to: &request, contentType: uriMethods.contains(method) ? nil : "application/x-www-form-urlencoded")
 
         var query: String?
         if let parameters {
@@ -288,9 +285,6 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
                 request.url = Self.url(url, appendingQuery: query)
             }
         } else {
-            if request.value(forHTTPHeaderField: "Content-Type") == nil {
-                request.setValue("application/x-www-form-urlencoded", forHTTPHeaderField: "Content-Type")
-            }
             guard let body = (query ?? "").data(using: encoding) else {
                 throw SessionKitError.requestSerialization(
                     .cannotDecodeRawData, "The parameters cannot be written in the string encoding \(encoding).")
@@ -431,12 +425,23 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         if let value = state.networkServiceType { request.networkServiceType = value }
     }
 
-    /// Adds each default header that `request` does not carry yet.
-    func applyDefaultHeaders(to request: inout URLRequest) {
+    /// Adds each default header that `request` does not carry yet, and `contentType` as its `Content-Type` unless it
+    /// has one, in one assignment of its fields: each `setValue(_:forHTTPHeaderField:)` of Foundation compares and copies
+    /// every field again (it cost as much as the rest of building the request).
+    func applyDefaultHeaders(to request: inout URLRequest, contentType: String? = nil) {
         let (headers, order) = state.read { ($0.headers, $0.headerOrder) }
-        for field in order where request.value(forHTTPHeaderField: field) == nil {
-            if let value = headers[field] { request.setValue(value, forHTTPHeaderField: field) }
+        var fields = request.allHTTPHeaderFields ?? [:]
+        var changed = false
+        func add(_ name: String, _ value: String) {
+            guard !fields.keys.contains(where: { $0.equalsIgnoringASCIICase(name) }) else { return }
+            fields[name] = value
+            changed = true
         }
+        for field in order {
+            if let value = headers[field] { add(field, value) }
+        }
+        if let contentType { add("Content-Type", contentType) }
+        if changed { request.allHTTPHeaderFields = fields }
     }
 
     /// Whether `method` sends its parameters in the URL query.
