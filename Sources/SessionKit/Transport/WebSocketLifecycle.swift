@@ -51,6 +51,9 @@ struct WebSocketLifecycle {
         case shutdown
         /// Close the connection now, dropping what is not sent.
         case abort
+        /// The peer's close frame arrived (the close handshake completed): its code (1005 when it had none) and
+        /// reason; once, before ``finish(_:)``.
+        case closed(code: UInt16, reason: Data?)
         /// The task completes, once.
         case finish(URLError?)
     }
@@ -337,7 +340,8 @@ struct WebSocketLifecycle {
             let reply = code.map { WebSocketFrame.close(code: $0) } ?? WebSocketFrame(opcode: .close)
             actions.append(.write(reply, .control))
         }
-        return actions + end(nil, then: [.shutdown])
+        return actions
+            + end(nil, then: [.shutdown, .closed(code: code ?? 1005, reason: reason.isEmpty ? nil : reason)])
     }
 
     /// Fails the connection (RFC 6455 7.1.7): our close frame with the failure's code, then the connection closes.

@@ -402,6 +402,87 @@ final class WebSocketTaskTests: XCTestCase {
         _ = await completions.completion(of: task)
     }
 
+    // MARK: - The manager's open and close closures
+
+    /// Records the manager's `webSocketTaskDidOpen`, `webSocketTaskDidClose` and `taskDidComplete` calls in order
+    /// (the completion observer's closure still runs), with whether each ran on the delegate queue.
+    private func recordWebSocketEvents(of manager: URLSessionManager) -> LockedBox<[String]> {
+        let events = LockedBox<[String]>([])
+        @Sendable func record(_ event: String) {
+            let queue = TaskCompletionObserver.isOnDelegateQueue ? "" : " (off the delegate queue)"
+            events.write { $0.append(event + queue) }
+        }
+        manager.webSocketTaskDidOpen = { _, _, negotiated in record("open \(negotiated ?? "none")") }
+        manager.webSocketTaskDidClose = { _, _, code, reason in
+            record("close \(code.rawValue) \(reason.map { String(decoding: $0, as: UTF8.self) } ?? "none")")
+        }
+        let completion = manager.taskDidComplete
+        manager.taskDidComplete = { session, task, error in
+            record(error == nil ? "complete" : "complete with an error")
+            completion?(session, task, error)
+        }
+        return events
+    }
+
+    func testOpenAndCloseClosuresRunOnceWithTheProtocolAndTheServersCloseFrame() async throws {
+        let server = try await startServer(protocols: ["v1.chat"])
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let task = manager.webSocketTask(with: server.url(), protocols: ["v1.chat"])
+        task.resume()
+        try await task.send(.string("close 1001 going away"))
+        _ = await completions.completion(of: task)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(events.wrappedValue, ["open v1.chat", "close 1001 going away", "complete"])
+    }
+
+    func testCloseClosureReportsTheServersAnswerToOurClose() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("up"))
+        _ = try await task.receive()
+        task.cancel(with: .normalClosure, reason: Data("done".utf8))
+        _ = await completions.completion(of: task)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        // The NIO server answers with the code alone.
+        XCTAssertEqual(events.wrappedValue, ["open none", "close 1000 none", "complete"])
+    }
+
+    func testNoOpenForARefusedHandshakeAndNoCloseWithoutTheServersCloseFrame() async throws {
+        let refusing = try await startRaw {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Accept": "dGhlIHNhbXBsZSBub25jZQ=="])
+        }
+        let violating = try await startRaw {
+            RawWebSocketServer.upgradeResponse(for: $0) + RawWebSocketServer.frame(opcode: 0x1, payload: [0xFF])
+        }
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let refused = manager.webSocketTask(with: refusing.url())
+        refused.resume()
+        _ = await completions.completion(of: refused)
+        let failed = manager.webSocketTask(with: violating.url())
+        failed.resume()
+        _ = await completions.completion(of: failed)
+        XCTAssertEqual(failed.closeCode, .invalidFramePayloadData)
+        let cancelled = manager.webSocketTask(with: server.url())
+        cancelled.resume()
+        try await cancelled.send(.string("up"))
+        _ = try await cancelled.receive()
+        cancelled.cancel()
+        _ = await completions.completion(of: cancelled)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(
+            events.wrappedValue,
+            [
+                "complete with an error", "open none", "complete with an error", "open none",
+                "complete with an error",
+            ])
+    }
+
     // MARK: - Lifecycle
 
     func testCancelCallsEachPendingHandlerOnce() async throws {
