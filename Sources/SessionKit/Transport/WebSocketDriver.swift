@@ -105,6 +105,11 @@ final class WebSocketDriver: @unchecked Sendable {
         get { state.read { $0.lifecycle.maximumMessageSize } }
         set { state.write { $0.lifecycle.maximumMessageSize = max(0, newValue) } }
     }
+    var offersCompression: Bool {
+        get { state.read { $0.lifecycle.offersCompression } }
+        set { state.write { $0.lifecycle.offersCompression = newValue } }
+    }
+    var isCompressed: Bool { state.read { $0.lifecycle.accepted?.deflate != nil } }
     var countOfBytesReceived: Int64 { stream.countOfBytesReceived }
     var countOfBytesSent: Int64 { stream.countOfBytesSent }
 
