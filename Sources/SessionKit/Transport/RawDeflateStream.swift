@@ -56,6 +56,15 @@ final class RawDeflateStream: @unchecked Sendable {
         if direction == .compress { deflateReset(stream) } else { inflateReset(stream) }
     }
 
+    /// Restarts the inflater after the end of a DEFLATE stream with the window it had.
+    private func restartKeepingWindow() {
+        var window = [UInt8](repeating: 0, count: 1 << 15)
+        var length: uInt = 0
+        let saved = inflateGetDictionary(stream, &window, &length) == Z_OK
+        inflateReset(stream)
+        if saved, length > 0 { inflateSetDictionary(stream, window, length) }
+    }
+
     /// `message` compressed and flushed to a byte boundary, without the flush's empty block's `00 00 ff ff` (RFC
     /// 7692 7.2.1); nil if zlib failed, after which the stream must be reset.
     func compress(_ message: Data) -> Data? {
@@ -117,8 +126,9 @@ final class RawDeflateStream: @unchecked Sendable {
                 }
                 switch status {
                 case Z_STREAM_END:
-                    // A final block ended the DEFLATE stream (RFC 7692 7.2.3.3): the next message starts a new one.
-                    inflateReset(stream)
+                    // A final block ended the DEFLATE stream (RFC 7692 7.2.3.3): the next message starts a new one,
+                    // which may still refer to this one's bytes, so the window is carried over.
+                    restartKeepingWindow()
                     return nil
                 case Z_BUF_ERROR:
                     return nil

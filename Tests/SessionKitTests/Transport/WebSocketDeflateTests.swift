@@ -76,6 +76,18 @@ final class WebSocketDeflateTests: XCTestCase {
             "a reference to a window that was reset")
     }
 
+    func testAMessageEndingWithAFinalBlockKeepsTheContextForTheNext() throws {
+        let inflater = try XCTUnwrap(RawDeflateStream(.decompress, windowBits: 15))
+        let tail = Data([0x00, 0x00, 0xFF, 0xFF])
+        // RFC 7692 7.2.3.3: "Hello" in a block with BFINAL set.
+        XCTAssertEqual(
+            try inflater.decompress(Data([0xF3, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00, 0x00]) + tail, limit: 100),
+            Data("Hello".utf8))
+        XCTAssertEqual(
+            try inflater.decompress(Data([0xF2, 0x00, 0x11, 0x00, 0x00]) + tail, limit: 100), Data("Hello".utf8),
+            "the next message refers back to the first")
+    }
+
     func testABombStopsOneBytePastTheLimitWithMessageTooBig() throws {
         let deflater = try XCTUnwrap(RawDeflateStream(.compress, windowBits: 15))
         let bomb = try XCTUnwrap(deflater.compress(Data(count: 20_000_000)))
