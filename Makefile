@@ -1,7 +1,7 @@
 # SessionKit — the commands a newcomer and CI run. `make test` and `make demo` install what they need.
 SWIFT ?= swift
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
-SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev
+SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev zlib1g-dev
 # The benchmark is a package of its own (Benchmarks/, with AsyncHTTPClient), built into a scratch directory of its own.
 BENCH_PACKAGES := valgrind binutils nginx openssl
 BENCH_BUILD := .build-bench

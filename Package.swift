@@ -4,8 +4,9 @@ import PackageDescription
 // SessionKit runs on Linux only (Debian 12 / Ubuntu 22.04+ with Swift 6); macOS is not supported: the library is built
 // on FoundationNetworking, libcurl with OpenSSL and the Linux routing netlink (CNetlink), so no `platforms` are declared.
 //
-// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL and the server
-// ecosystem's API packages without I/O (swift-log, swift-http-types). It is the only product: a package that depends on
+// The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL, zlib (WebSocket
+// permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log,
+// swift-http-types). It is the only product: a package that depends on
 // it resolves those and nothing else. SwiftNIO (the loopback
 // test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products; SwiftPM
 // still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
@@ -40,9 +41,14 @@ let package = Package(
             path: "Sources/CNetlink"
         ),
         .target(
+            name: "CZlib",
+            path: "Sources/CZlib",
+            linkerSettings: [.linkedLibrary("z")]
+        ),
+        .target(
             name: "SessionKit",
             dependencies: [
-                "CCurl", "COpenSSL", "CNetlink", .product(name: "Logging", package: "swift-log"),
+                "CCurl", "COpenSSL", "CNetlink", "CZlib", .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/SessionKit",
@@ -51,6 +57,7 @@ let package = Package(
         .target(
             name: "SessionKitTestSupport",
             dependencies: [
+                "CZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -8,6 +8,7 @@ import PackageDescription
 // - The in-process loopback server is the root package's `SessionKitTestSupport` sources, reached through a directory
 //   symlink (`Sources/BenchServer` → `../../Sources/SessionKitTestSupport`) and compiled here as a module of this
 //   package, named `BenchServer` so that it never clashes with the root package's own target; nothing is exported.
+// - zlib for the server's permessage-deflate goes through `CBenchZlib` (the root package's `CZlib` is no product).
 // - Raw libcurl goes through `CBenchCurl`, the benchmark's own module map and typed setopt wrappers, since SessionKit
 //   imports its `CCurl` internally.
 // - swift-http-types for the HTTP core API's rows (`data(for: HTTPRequest)`); SessionKit depends on it too, so the
@@ -27,9 +28,14 @@ let package = Package(
             name: "CBenchCurl",
             path: "Sources/CBenchCurl"
         ),
+        .systemLibrary(
+            name: "CBenchZlib",
+            path: "Sources/CBenchZlib"
+        ),
         .target(
             name: "BenchServer",
             dependencies: [
+                "CBenchZlib",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -14,6 +14,12 @@ import NIOWebSocket
 /// `binary <n>` makes it send `n` bytes. Any other message comes back as it went (text or binary). It answers
 /// pings with pongs, and a client's close frame with its own (the same code), then closes the connection.
 ///
+/// Started with a ``Deflate``, it accepts a client's permessage-deflate offer (RFC 7692, which NIOWebSocket does not
+/// implement) with zlib of its own (``RawDeflate``): it inflates the client's compressed messages and compresses
+/// every message it sends, resetting each context per the parameters it answered, so that a client that keeps a
+/// context it was told to reset fails to be understood. `bomb <n>` then sends `n` zero bytes as one compressed
+/// message (about a thousandth of `n` on the wire).
+///
 /// ```swift
 /// let server = try await WebSocketServer.start(protocols: ["chat"])
 /// let task = manager.webSocketTask(with: server.url("/echo"), protocols: ["chat"])
@@ -31,6 +37,43 @@ public final class WebSocketServer: @unchecked Sendable {
         public var pongs = 0
         /// Connections accepted (TCP), and connections upgraded.
         public var connections = 0
+        /// Compressed messages received (RSV1 set).
+        public var compressedMessages = 0
+        /// Compressed messages the server could not inflate (it closed with 1007).
+        public var undecodableMessages = 0
+    }
+
+    /// How the server answers a client's permessage-deflate offer.
+    public struct Deflate: Sendable {
+        /// Answer `server_no_context_takeover`: the server resets its compression context after each message.
+        public var serverNoContextTakeover: Bool
+        /// Answer `client_no_context_takeover`: the client must reset its own (the server resets its inflater).
+        public var clientNoContextTakeover: Bool
+        /// Text appended to the answer as it is (`"; x_unknown=1"`), to test how a client refuses it.
+        public var extra: String
+
+        /// An answer with the given parameters.
+        public init(serverNoContextTakeover: Bool = false, clientNoContextTakeover: Bool = false, extra: String = "") {
+            self.serverNoContextTakeover = serverNoContextTakeover
+            self.clientNoContextTakeover = clientNoContextTakeover
+            self.extra = extra
+        }
+
+        /// The `Sec-WebSocket-Extensions` answer.
+        var answer: String {
+            "permessage-deflate" + (serverNoContextTakeover ? "; server_no_context_takeover" : "")
+                + (clientNoContextTakeover ? "; client_no_context_takeover" : "") + extra
+        }
+
+        /// The answer's parameters when `head` offers permessage-deflate, nil otherwise.
+        static func negotiated(_ deflate: Deflate?, in head: HTTPRequestHead) -> Deflate? {
+            guard let deflate else { return nil }
+            let offered = head.headers["Sec-WebSocket-Extensions"].flatMap { $0.split(separator: ",") }.contains {
+                $0.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+                    == "permessage-deflate"
+            }
+            return offered ? deflate : nil
+        }
     }
 
     /// The port the server listens on.
@@ -56,9 +99,10 @@ public final class WebSocketServer: @unchecked Sendable {
     /// - Parameters:
     ///   - tls: The server's certificate and key, or nil for plain TCP.
     ///   - protocols: The subprotocols it speaks; it chooses the first of the client's it knows.
+    ///   - deflate: How it answers a permessage-deflate offer; nil to accept no extension.
     ///   - threads: Event-loop threads.
     public static func start(
-        tls: TestCertificates.Identity? = nil, protocols: [String] = [], threads: Int = 1
+        tls: TestCertificates.Identity? = nil, protocols: [String] = [], deflate: Deflate? = nil, threads: Int = 1
     ) async throws -> WebSocketServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox(Log())
@@ -73,18 +117,22 @@ public final class WebSocketServer: @unchecked Sendable {
                 if let chosen = offered.first(where: { protocols.contains($0) }) {
                     headers.add(name: "Sec-WebSocket-Protocol", value: chosen)
                 }
+                if let answer = Deflate.negotiated(deflate, in: head)?.answer {
+                    headers.add(name: "Sec-WebSocket-Extensions", value: answer)
+                }
                 log.withLockedValue {
                     $0.upgrades.append((head.uri, head.headers.map { ($0.name, $0.value) }))
                 }
                 return channel.eventLoop.makeSucceededFuture(headers)
             },
-            upgradePipelineHandler: { channel, _ in
+            upgradePipelineHandler: { channel, head in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(
                         NIOWebSocketFrameAggregator(
                             minNonFinalFragmentSize: 0, maxAccumulatedFrameCount: 10_000,
                             maxAccumulatedFrameSize: 1 << 24))
-                    try channel.pipeline.syncOperations.addHandler(WebSocketServerHandler(log: log))
+                    try channel.pipeline.syncOperations.addHandler(
+                        WebSocketServerHandler(log: log, deflate: Deflate.negotiated(deflate, in: head)))
                 }
             })
         let bootstrap = ServerBootstrap(group: group)
@@ -133,12 +181,30 @@ private final class WebSocketServerHandler: ChannelInboundHandler {
 
     private let log: NIOLockedValueBox<WebSocketServer.Log>
     private var closing = false
+    private let deflate: WebSocketServer.Deflate?
+    private let deflater: RawDeflate?
+    private let inflater: RawDeflate?
 
-    init(log: NIOLockedValueBox<WebSocketServer.Log>) { self.log = log }
+    init(log: NIOLockedValueBox<WebSocketServer.Log>, deflate: WebSocketServer.Deflate?) {
+        self.log = log
+        self.deflate = deflate
+        deflater = deflate.map { _ in RawDeflate(compressing: true) }
+        inflater = deflate.map { _ in RawDeflate(compressing: false) }
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         var payload = frame.unmaskedData
+        if frame.rsv1, let inflater, frame.opcode == .text || frame.opcode == .binary {
+            log.withLockedValue { $0.compressedMessages += 1 }
+            let inflated = inflater.decompress(Data(payload.readableBytesView))
+            if deflate?.clientNoContextTakeover == true { inflater.reset() }
+            guard let inflated else {
+                log.withLockedValue { $0.undecodableMessages += 1 }
+                return send(.connectionClose, context.channel.allocator.buffer(bytes: [0x03, 0xEF]), context: context)
+            }
+            payload = context.channel.allocator.buffer(bytes: inflated)
+        }
         switch frame.opcode {
         case .ping:
             send(.pong, payload, context: context)
@@ -193,13 +259,26 @@ private final class WebSocketServerHandler: ChannelInboundHandler {
         case "binary" where words.count == 2:
             let count = Int(words[1]) ?? 0
             send(.binary, context.channel.allocator.buffer(repeating: 0x5A, count: count), context: context)
+        case "bomb" where words.count == 2:
+            let count = Int(words[1]) ?? 0
+            send(.binary, context.channel.allocator.buffer(repeating: 0, count: count), context: context)
         default:
             send(.text, context.channel.allocator.buffer(string: text), context: context)
         }
     }
 
+    /// Sends one frame; a text or binary message compressed when permessage-deflate was negotiated.
     private func send(_ opcode: WebSocketOpcode, _ payload: ByteBuffer, context: ChannelHandlerContext) {
-        context.writeAndFlush(wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: payload)), promise: nil)
+        guard let deflater, opcode == .text || opcode == .binary else {
+            context.writeAndFlush(
+                wrapOutboundOut(WebSocketFrame(fin: true, opcode: opcode, data: payload)), promise: nil)
+            return
+        }
+        let compressed = deflater.compress(Data(payload.readableBytesView))
+        if deflate?.serverNoContextTakeover == true { deflater.reset() }
+        let frame = WebSocketFrame(
+            fin: true, rsv1: true, opcode: opcode, data: context.channel.allocator.buffer(bytes: compressed))
+        context.writeAndFlush(wrapOutboundOut(frame), promise: nil)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {

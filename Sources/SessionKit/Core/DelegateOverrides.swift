@@ -44,4 +44,9 @@ struct DelegateOverrides {
     // URLSessionStreamDelegate
     var streamTaskReadClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)?
     var streamTaskWriteClosed: (@Sendable (URLSession, URLSessionStreamTask) -> Void)?
+
+    // URLSessionWebSocketDelegate
+    var webSocketTaskDidOpen: (@Sendable (URLSession, SessionWebSocketTask, String?) -> Void)?
+    var webSocketTaskDidClose:
+        (@Sendable (URLSession, SessionWebSocketTask, URLSessionWebSocketTask.CloseCode, Data?) -> Void)?
 }

@@ -323,6 +323,19 @@ extension SessionDelegateHub: TaskEventSink {
         overrides.read { $0.streamTaskWriteClosed }?(session, task)
     }
 
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didOpenWithProtocol negotiatedProtocol: String?
+    ) {
+        overrides.read { $0.webSocketTaskDidOpen }?(session, task, negotiatedProtocol)
+    }
+
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didCloseWith code: URLSessionWebSocketTask.CloseCode,
+        reason: Data?
+    ) {
+        overrides.read { $0.webSocketTaskDidClose }?(session, task, code, reason)
+    }
+
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {
         urlSession(session, task: task, didCompleteWithError: error)
     }

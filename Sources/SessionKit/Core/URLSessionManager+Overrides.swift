@@ -138,4 +138,32 @@ extension URLSessionManager {
         get { overrides.read { $0.streamTaskWriteClosed } }
         set { overrides.write { $0.streamTaskWriteClosed = newValue } }
     }
+
+    /// Observes a WebSocket task's opening handshake succeeding, with the subprotocol the server chose (nil when it
+    /// chose none), as URLSession's `urlSession(_:webSocketTask:didOpenWithProtocol:)`. Called once per task, before
+    /// the completions of the operations queued before the connection opened; never for a handshake that failed.
+    ///
+    /// ```swift
+    /// manager.webSocketTaskDidOpen = { _, task, subprotocol in print("open", task.taskIdentifier, subprotocol ?? "-") }
+    /// ```
+    public var webSocketTaskDidOpen: (@Sendable (URLSession, SessionWebSocketTask, String?) -> Void)? {
+        get { overrides.read { $0.webSocketTaskDidOpen } }
+        set { overrides.write { $0.webSocketTaskDidOpen = newValue } }
+    }
+
+    /// Observes a WebSocket task's close handshake, as URLSession's `urlSession(_:webSocketTask:didCloseWith:reason:)`:
+    /// called once, when the server's close frame arrived — the server closed first, or answered the close frame of
+    /// ``SessionWebSocketTask/cancel(with:reason:)`` — with the code and reason of the server's frame
+    /// (`.noStatusReceived` and nil for a frame without a code), before ``taskDidComplete``.
+    ///
+    /// As URLSession does, it is called for a close frame only: not for a connection that failed (a refused
+    /// handshake, a protocol violation closed with `.protocolError`, `.invalidFramePayloadData` or
+    /// `.messageTooBig`), was cancelled, ended without a close frame, or whose peer never answered the close frame
+    /// in time. ``taskDidComplete`` reports each of those, and ``SessionWebSocketTask/closeCode`` the code sent.
+    public var webSocketTaskDidClose:
+        (@Sendable (URLSession, SessionWebSocketTask, URLSessionWebSocketTask.CloseCode, Data?) -> Void)?
+    {
+        get { overrides.read { $0.webSocketTaskDidClose } }
+        set { overrides.write { $0.webSocketTaskDidClose = newValue } }
+    }
 }

@@ -77,6 +77,25 @@ open class SessionWebSocketTask: URLSessionTask, @unchecked Sendable {
         set { driver.maximumMessageSize = newValue }
     }
 
+    /// Whether the upgrade request offers permessage-deflate (RFC 7692), default true. When the server accepts it,
+    /// text and binary messages are compressed both ways (``isCompressed``); a compressed message is inflated in
+    /// bounded steps and fails the connection with 1009 as soon as it inflates past ``maximumMessageSize``. Set it to
+    /// false before `resume()` to send `Sec-WebSocket-Extensions` no offer (a server that then answers with an
+    /// extension fails the handshake); later changes do nothing.
+    ///
+    /// ```swift
+    /// let task = manager.webSocketTask(with: URL(string: "wss://feed.example.com/ticks")!)
+    /// task.isCompressionEnabled = false  // already-compressed payloads: save the CPU
+    /// task.resume()
+    /// ```
+    public var isCompressionEnabled: Bool {
+        get { driver.offersCompression }
+        set { driver.offersCompression = newValue }
+    }
+
+    /// Whether the server accepted permessage-deflate in the opening handshake: messages are compressed both ways.
+    public var isCompressed: Bool { driver.isCompressed }
+
     /// The subprotocol the server chose among those offered, once the connection opened.
     public var negotiatedProtocol: String? { driver.negotiatedProtocol }
 

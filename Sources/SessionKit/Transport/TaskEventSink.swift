@@ -59,6 +59,15 @@ protocol TaskEventSink: AnyObject, Sendable {
     /// A stream task's write side closed (`closeWrite()` once earlier writes were sent).
     func streamTaskWriteClosed(_ task: URLSessionStreamTask, in session: URLSession)
 
+    /// A WebSocket task's opening handshake succeeded; `negotiatedProtocol` is the subprotocol the server chose.
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didOpenWithProtocol negotiatedProtocol: String?)
+
+    /// The server's close frame ended a WebSocket task's connection: its code and reason.
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didCloseWith code: URLSessionWebSocketTask.CloseCode,
+        reason: Data?)
+
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
 }

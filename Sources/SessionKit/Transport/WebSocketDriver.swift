@@ -105,6 +105,11 @@ final class WebSocketDriver: @unchecked Sendable {
         get { state.read { $0.lifecycle.maximumMessageSize } }
         set { state.write { $0.lifecycle.maximumMessageSize = max(0, newValue) } }
     }
+    var offersCompression: Bool {
+        get { state.read { $0.lifecycle.offersCompression } }
+        set { state.write { $0.lifecycle.offersCompression = newValue } }
+    }
+    var isCompressed: Bool { state.read { $0.lifecycle.accepted?.deflate != nil } }
     var countOfBytesReceived: Int64 { stream.countOfBytesReceived }
     var countOfBytesSent: Int64 { stream.countOfBytesSent }
 
@@ -221,7 +226,7 @@ final class WebSocketDriver: @unchecked Sendable {
 
     private static func isCompletion(_ action: WebSocketLifecycle.Action) -> Bool {
         switch action {
-        case .opened, .deliver, .completeSend, .completePing, .finish: return true
+        case .opened, .deliver, .completeSend, .completePing, .closed, .finish: return true
         default: return false
         }
     }
@@ -252,7 +257,7 @@ final class WebSocketDriver: @unchecked Sendable {
             environment.delegateQueue.asyncAfter(deadline: .now() + 10) { stream.cancel() }
         case .abort:
             stream.cancel()
-        case .opened, .deliver, .completeSend, .completePing, .finish:
+        case .opened, .deliver, .completeSend, .completePing, .closed, .finish:
             break
         }
     }
@@ -306,6 +311,16 @@ final class WebSocketDriver: @unchecked Sendable {
         switch action {
         case .opened(let accepted):
             storeCookies(of: accepted.response)
+            if let task {
+                environment.sink.webSocketTask(
+                    task, in: environment.session, didOpenWithProtocol: accepted.negotiatedProtocol)
+            }
+        case .closed(let code, let reason):
+            if let task {
+                environment.sink.webSocketTask(
+                    task, in: environment.session,
+                    didCloseWith: URLSessionWebSocketTask.CloseCode(rawValue: Int(code)) ?? .invalid, reason: reason)
+            }
         case .deliver(let id, let result):
             state.write { $0.receiveHandlers.removeValue(forKey: id) }?(result.mapError { $0 })
         case .completeSend(let id, let error):
@@ -380,5 +395,12 @@ final class WebSocketStreamSink: TaskEventSink {
     ) -> Bool { false }
     func streamTaskReadClosed(_ task: URLSessionStreamTask, in session: URLSession) {}
     func streamTaskWriteClosed(_ task: URLSessionStreamTask, in session: URLSession) {}
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didOpenWithProtocol negotiatedProtocol: String?
+    ) {}
+    func webSocketTask(
+        _ task: SessionWebSocketTask, in session: URLSession, didCloseWith code: URLSessionWebSocketTask.CloseCode,
+        reason: Data?
+    ) {}
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {}
 }

@@ -7,8 +7,9 @@ import Foundation
 
 /// The opening handshake of a WebSocket client (RFC 6455 4.1), I/O-free: the upgrade request's bytes, and the strict
 /// check of the server's answer. Anything but a `101` with `Upgrade: websocket`, `Connection: Upgrade`, the
-/// `Sec-WebSocket-Accept` of this key, at most one subprotocol and only one of those offered, and no extension (none
-/// is offered) fails the connection before any frame is read.
+/// `Sec-WebSocket-Accept` of this key, at most one subprotocol and only one of those offered, and no extension but
+/// permessage-deflate as ``WebSocketDeflateParameters`` checks it (and only when offered) fails the connection before
+/// any frame is read.
 struct WebSocketHandshake: Sendable {
     /// The GUID RFC 6455 4.2.2 appends to the key.
     static let guid = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -23,12 +24,16 @@ struct WebSocketHandshake: Sendable {
     let protocols: [String]
     /// The request's header fields beyond those the handshake sets, in order.
     let fields: [(name: String, value: String)]
+    /// Whether the request offers permessage-deflate (RFC 7692).
+    var offersDeflate = true
 
-    /// The response head and the name of the subprotocol the server chose.
+    /// The response head, the name of the subprotocol the server chose, and permessage-deflate's parameters when
+    /// the server accepted it.
     struct Accepted: @unchecked Sendable, Equatable {
         // @unchecked Sendable: `HTTPURLResponse` is immutable once made.
         let response: HTTPURLResponse
         let negotiatedProtocol: String?
+        var deflate: WebSocketDeflateParameters? = nil
     }
 
     /// Header fields only the handshake itself sets: a caller's copy would contradict or repeat it.
@@ -90,6 +95,7 @@ struct WebSocketHandshake: Sendable {
         var head = "GET \(target) HTTP/1.1\r\nHost: \(host)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
         head += "Sec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n"
         if !protocols.isEmpty { head += "Sec-WebSocket-Protocol: \(protocols.joined(separator: ", "))\r\n" }
+        if offersDeflate { head += "Sec-WebSocket-Extensions: \(WebSocketDeflateParameters.offer)\r\n" }
         for field in fields { head += "\(field.name): \(field.value)\r\n" }
         return Data((head + "\r\n").utf8)
     }
@@ -175,7 +181,13 @@ struct WebSocketHandshake: Sendable {
                     response))
         }
         let extensions = values("Sec-WebSocket-Extensions").filter { !$0.isEmpty }
-        guard extensions.isEmpty else {
+        var deflate: WebSocketDeflateParameters?
+        if offersDeflate {
+            switch WebSocketDeflateParameters.negotiate(extensions) {
+            case .success(let parameters): deflate = parameters
+            case .failure(let refusal): return .failure(Self.error(refusal.reason, response))
+            }
+        } else if !extensions.isEmpty {
             return .failure(
                 Self.error(
                     "The server chose the extension \(extensions.joined(separator: ", ")), which was not offered.",
@@ -184,7 +196,7 @@ struct WebSocketHandshake: Sendable {
         guard let response else {
             return .failure(Self.error("The server's answer to the WebSocket upgrade cannot be represented."))
         }
-        return .success(Accepted(response: response, negotiatedProtocol: chosen.first))
+        return .success(Accepted(response: response, negotiatedProtocol: chosen.first, deflate: deflate))
     }
 
     private static func error(_ description: String, _ response: HTTPURLResponse? = nil) -> URLError {

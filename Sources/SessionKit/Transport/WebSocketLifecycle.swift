@@ -51,6 +51,9 @@ struct WebSocketLifecycle {
         case shutdown
         /// Close the connection now, dropping what is not sent.
         case abort
+        /// The peer's close frame arrived (the close handshake completed): its code (1005 when it had none) and
+        /// reason; once, before ``finish(_:)``.
+        case closed(code: UInt16, reason: Data?)
         /// The task completes, once.
         case finish(URLError?)
     }
@@ -66,7 +69,7 @@ struct WebSocketLifecycle {
     /// The largest message accepted; set before the connection opens (later changes apply from the next connection).
     var maximumMessageSize: Int
 
-    private let handshake: WebSocketHandshake
+    private var handshake: WebSocketHandshake
     private let handshakeTimeout: TimeInterval
     private let closeTimeout: TimeInterval
     private var head = Data()
@@ -84,6 +87,10 @@ struct WebSocketLifecycle {
     private var queued: [(WebSocketFrame, WriteTag)] = []
     private var readInFlight = false
     private var closeSent = false
+    /// Our compression context, when permessage-deflate was negotiated and allows a window zlib can compress with.
+    private var deflater: RawDeflateStream?
+    /// Whether our context is reset after each message (`client_no_context_takeover`).
+    private var resetsDeflater = false
 
     /// - Parameters:
     ///   - handshake: The upgrade request and its check.
@@ -99,6 +106,12 @@ struct WebSocketLifecycle {
         self.handshakeTimeout = handshakeTimeout
         self.closeTimeout = closeTimeout
         reader = WebSocketMessageReader(maximumMessageSize: maximumMessageSize)
+    }
+
+    /// Whether the upgrade request offers permessage-deflate; set before the connection opens.
+    var offersCompression: Bool {
+        get { handshake.offersDeflate }
+        set { if phase == .idle { handshake.offersDeflate = newValue } }
     }
 
     /// Bytes received and held: whole messages not received yet, and the frame or message arriving.
@@ -254,10 +267,23 @@ struct WebSocketLifecycle {
             return []
         case .open:
             if case .message(let id) = tag { sends.insert(id) }
-            return [.write(frame, tag)]
+            return [.write(compressed(frame), tag)]
         case .closing, .closed:
             return failure(notConnected)
         }
+    }
+
+    /// A data frame as it goes out: compressed when permessage-deflate was negotiated (RSV1 set, the flush's
+    /// `00 00 ff ff` removed), in the order frames are written, so that the peer's context follows ours.
+    private func compressed(_ frame: WebSocketFrame) -> WebSocketFrame {
+        guard let deflater, !frame.opcode.isControl else { return frame }
+        defer { if resetsDeflater { deflater.reset() } }
+        guard let payload = deflater.compress(frame.payload) else {
+            // A fresh context is always safe for the peer; this message goes uncompressed.
+            deflater.reset()
+            return frame
+        }
+        return WebSocketFrame(fin: frame.fin, rsv1: true, opcode: frame.opcode, payload: payload)
     }
 
     private mutating func readHead(_ data: Data) -> [Action] {
@@ -277,8 +303,15 @@ struct WebSocketLifecycle {
             head = Data()
             self.accepted = accepted
             phase = .open
+            if let deflate = accepted.deflate {
+                reader = WebSocketMessageReader(maximumMessageSize: maximumMessageSize, deflate: deflate)
+                // zlib's raw deflate has no 256-byte window: under `client_max_window_bits=8` messages go
+                // uncompressed, which RFC 7692 allows for any message.
+                deflater = RawDeflateStream(.compress, windowBits: deflate.clientMaxWindowBits)
+                resetsDeflater = deflate.clientNoContextTakeover
+            }
             var actions: [Action] = [.opened(accepted)]
-            for (frame, tag) in queued { actions.append(.write(frame, tag)) }
+            for (frame, tag) in queued { actions.append(.write(compressed(frame), tag)) }
             queued.removeAll()
             if !rest.isEmpty { actions += readFrames(rest) }
             return actions
@@ -337,7 +370,8 @@ struct WebSocketLifecycle {
             let reply = code.map { WebSocketFrame.close(code: $0) } ?? WebSocketFrame(opcode: .close)
             actions.append(.write(reply, .control))
         }
-        return actions + end(nil, then: [.shutdown])
+        return actions
+            + end(nil, then: [.shutdown, .closed(code: code ?? 1005, reason: reason.isEmpty ? nil : reason)])
     }
 
     /// Fails the connection (RFC 6455 7.1.7): our close frame with the failure's code, then the connection closes.

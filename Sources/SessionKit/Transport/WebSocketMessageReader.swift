@@ -8,6 +8,11 @@ import Foundation
 /// arrives so that a code point split across fragments is judged whole (1007); a message over the limit (1009); a
 /// close frame with a one-byte payload, a code no endpoint may send, or a reason that is not UTF-8 (1002, 1007).
 /// A message is handed on only once its last fragment arrived and passed: the bytes of a refused one never are.
+///
+/// With permessage-deflate negotiated (RFC 7692), a message whose first frame has RSV1 set is inflated fragment by
+/// fragment as it arrives (`00 00 ff ff` appended to the last), with the server's window, its context kept or reset
+/// after each message as negotiated; it is refused with 1009 as soon as it inflates past the limit, having held no
+/// more than the limit, and with 1007 when it is not DEFLATE data. RSV1 anywhere else is refused (1002).
 struct WebSocketMessageReader: Sendable {
     /// What a frame means to the connection.
     enum Event: Sendable, Equatable {
@@ -21,14 +26,24 @@ struct WebSocketMessageReader: Sendable {
 
     let maximumMessageSize: Int
     private var parser: WebSocketFrameParser
-    /// The message whose fragments are arriving: its kind and bytes so far.
-    private var partial: (isText: Bool, data: Data)?
+    /// The message whose fragments are arriving: its kind, whether it is compressed, and its bytes so far
+    /// (inflated).
+    private var partial: (isText: Bool, compressed: Bool, data: Data)?
+    /// The server's compression context, when permessage-deflate was negotiated.
+    private let inflater: RawDeflateStream?
+    /// Whether the server resets its context after each message (`server_no_context_takeover`).
+    private let resetsInflater: Bool
     private var utf8 = UTF8Validator()
     private(set) var failure: WebSocketFailure?
 
-    init(maximumMessageSize: Int) {
+    /// - Parameters:
+    ///   - maximumMessageSize: The largest message accepted (inflated, when compressed), and the largest frame.
+    ///   - deflate: permessage-deflate's parameters, when the handshake negotiated it.
+    init(maximumMessageSize: Int, deflate: WebSocketDeflateParameters? = nil) {
         self.maximumMessageSize = max(0, maximumMessageSize)
-        parser = WebSocketFrameParser(maximumPayloadLength: self.maximumMessageSize)
+        inflater = deflate.flatMap { RawDeflateStream(.decompress, windowBits: $0.serverMaxWindowBits) }
+        resetsInflater = deflate?.serverNoContextTakeover ?? false
+        parser = WebSocketFrameParser(maximumPayloadLength: self.maximumMessageSize, allowsRSV1: inflater != nil)
     }
 
     /// Bytes held for a message or frame not yet complete.
@@ -70,7 +85,7 @@ struct WebSocketMessageReader: Sendable {
             guard partial == nil else {
                 throw .protocolError("A new message started before the last fragment of the one before.")
             }
-            partial = (frame.opcode == .text, Data())
+            partial = (frame.opcode == .text, frame.rsv1, Data())
             utf8 = UTF8Validator()
             return try appendFragment(frame)
         case .continuation:
@@ -81,15 +96,21 @@ struct WebSocketMessageReader: Sendable {
 
     private mutating func appendFragment(_ frame: WebSocketFrame) throws(WebSocketFailure) -> Event? {
         guard var message = partial else { return nil }
-        guard frame.payload.count <= maximumMessageSize - message.data.count else {
+        var payload = frame.payload
+        if message.compressed, let inflater {
+            if frame.fin { payload.append(contentsOf: [0x00, 0x00, 0xFF, 0xFF]) }
+            payload = try inflater.decompress(payload, limit: maximumMessageSize - message.data.count)
+            if frame.fin && resetsInflater { inflater.reset() }
+        }
+        guard payload.count <= maximumMessageSize - message.data.count else {
             throw .tooBig("A message is over the limit of \(maximumMessageSize) bytes.")
         }
         if message.isText {
-            guard utf8.consume(frame.payload), !frame.fin || utf8.isComplete else {
+            guard utf8.consume(payload), !frame.fin || utf8.isComplete else {
                 throw .invalidPayload("A text message is not valid UTF-8.")
             }
         }
-        message.data.append(frame.payload)
+        message.data.append(payload)
         guard frame.fin else {
             partial = message
             return nil

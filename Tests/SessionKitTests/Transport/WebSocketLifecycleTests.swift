@@ -179,6 +179,7 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertTrue(actions.contains { if case .deliver(1, .failure) = $0 { return true } else { return false } })
         XCTAssertEqual(finishes(actions), [nil])
         XCTAssertTrue(actions.contains(.shutdown))
+        XCTAssertEqual(Array(actions.suffix(2)), [.closed(code: 1001, reason: Data("bye".utf8)), .finish(nil)])
         XCTAssertEqual(lifecycle.send(.string("late"), id: 2).count, 1, "a send after the close fails at once")
     }
 
@@ -199,6 +200,7 @@ final class WebSocketLifecycleTests: XCTestCase {
         let reply = lifecycle.received(frame(0x8, [0x03, 0xE8]), atEOF: false, error: nil)
         XCTAssertEqual(closeFrames(reply), [], "no second close frame")
         XCTAssertEqual(finishes(reply), [nil])
+        XCTAssertEqual(Array(reply.suffix(2)), [.closed(code: 1000, reason: nil), .finish(nil)], "the peer's frame")
         XCTAssertEqual(lifecycle.closeCode, 1000, "the code we sent")
         XCTAssertEqual(lifecycle.closeTimedOut(), [], "a timeout after the close completed does nothing")
     }
@@ -230,7 +232,17 @@ final class WebSocketLifecycleTests: XCTestCase {
             if case .success = delivered.first { XCTFail("data of a rejected frame delivered: \(name)") }
             XCTAssertEqual(finishes(actions).first??.code, errorCode, name)
             XCTAssertTrue(actions.contains(.shutdown), name)
+            XCTAssertFalse(
+                actions.contains { if case .closed = $0 { return true } else { return false } },
+                "\(name): a failure is no close handshake")
         }
+    }
+
+    func testAPeerCloseWithoutACodeIsReportedAsNoStatusReceived() {
+        var lifecycle = open()
+        let actions = lifecycle.received(frame(0x8), atEOF: false, error: nil)
+        XCTAssertEqual(Array(actions.suffix(2)), [.closed(code: 1005, reason: nil), .finish(nil)])
+        XCTAssertEqual(lifecycle.closeCode, 1005)
     }
 
     func testEndOfStreamWithoutCloseIsAnAbnormalClosure() {

@@ -243,7 +243,9 @@ final class WebSocketProtocolTests: XCTestCase {
         XCTAssertTrue(text.contains("Sec-WebSocket-Protocol: chat, superchat\r\n"))
         XCTAssertTrue(text.contains("X-Extra: 1\r\n"))
         XCTAssertFalse(text.contains("h2c"), "the caller's Upgrade does not replace the handshake's")
-        XCTAssertFalse(text.contains("Sec-WebSocket-Extensions"), "no extension is offered")
+        XCTAssertTrue(
+            text.contains("Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"),
+            "permessage-deflate is offered by default")
         XCTAssertTrue(text.hasSuffix("\r\n\r\n"))
     }
 
@@ -269,7 +271,8 @@ final class WebSocketProtocolTests: XCTestCase {
             ("unoffered protocol", good + ["Sec-WebSocket-Protocol: other"], ["chat"]),
             ("protocol with none offered", good + ["Sec-WebSocket-Protocol: chat"], []),
             ("two protocols", good + ["Sec-WebSocket-Protocol: chat, b"], ["chat", "b"]),
-            ("unoffered extension", good + ["Sec-WebSocket-Extensions: permessage-deflate"], []),
+            ("unoffered extension", good + ["Sec-WebSocket-Extensions: x-webkit-deflate-frame"], []),
+            ("unoffered deflate parameter", good + ["Sec-WebSocket-Extensions: permessage-deflate; x=1"], []),
             ("not HTTP", ["SSH-2.0-OpenSSH"], []),
         ]
         for (name, lines, protocols) in cases {

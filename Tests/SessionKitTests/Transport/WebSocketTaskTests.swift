@@ -10,66 +10,13 @@ import XCTest
 /// `SessionWebSocketTask` against real peers on loopback: SwiftNIO's WebSocket server (plain and TLS) for the
 /// conversation, and a raw server for every handshake and frame a client must refuse, with the close code each
 /// failure sends. WebSocket tasks run on libcurl whatever `SESSIONKIT_TEST_TRANSPORT` selects.
-final class WebSocketTaskTests: XCTestCase {
-    private var servers: [WebSocketServer] = []
-    private var rawServers: [RawWebSocketServer] = []
-
-    override func tearDown() async throws {
-        for server in servers { try await server.shutdown() }
-        for server in rawServers { try await server.shutdown() }
-        servers = []
-        rawServers = []
-        try await super.tearDown()
-    }
-
-    private func startServer(
-        tls: TestCertificates.Identity? = nil, protocols: [String] = []
-    ) async throws -> WebSocketServer {
-        let server = try await WebSocketServer.start(tls: tls, protocols: protocols)
-        servers.append(server)
-        return server
-    }
-
-    private func startRaw(
-        _ script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
-    ) async throws
-        -> RawWebSocketServer
-    {
-        let server = try await RawWebSocketServer.start(script: script)
-        rawServers.append(server)
-        return server
-    }
-
-    private func makeManager(
-        policy: SecurityPolicy? = nil, configure: (URLSessionConfiguration) -> Void = { _ in }
-    ) -> (URLSessionManager, TaskCompletionObserver) {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
-        configure(configuration)
-        let manager = URLSessionManager(sessionConfiguration: configuration)
-        manager.transport = LoopbackTestCase.testTransport
-        if let policy { manager.securityPolicy = policy }
-        return (manager, TaskCompletionObserver(observing: manager))
-    }
-
+final class WebSocketTaskTests: WebSocketTestCase {
     private func pinning(_ name: String) throws -> SecurityPolicy {
         let der = try TestCertificates.derCertificate(
             at: TestCertificates.directory.appendingPathComponent("\(name).pem"))
         let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [der])
         policy.allowInvalidCertificates = true
         return policy
-    }
-
-    /// Waits until `condition` holds, 5 s at most.
-    private func waitUntil(
-        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
-    ) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
-    }
-
-    private func receive(_ task: SessionWebSocketTask) async throws -> Result<SessionWebSocketTask.Message, Error> {
-        try await awaitCallback { done in task.receive { done($0) } }
     }
 
     // MARK: - Conversation
@@ -335,14 +282,15 @@ final class WebSocketTaskTests: XCTestCase {
     // MARK: - Bad handshakes
 
     private func assertHandshakeRefused(
-        _ what: String, protocols: [String] = [], file: StaticString = #filePath, line: UInt = #line,
-        _ answer: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
+        _ what: String, protocols: [String] = [], compression: Bool = true, file: StaticString = #filePath,
+        line: UInt = #line, _ answer: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
     ) async throws {
         let server = try await startRaw { upgrade in
             answer(upgrade) + RawWebSocketServer.frame(opcode: 0x1, payload: Array("must not arrive".utf8))
         }
         let (manager, completions) = makeManager()
         let task = manager.webSocketTask(with: server.url(), protocols: protocols)
+        task.isCompressionEnabled = compression
         task.resume()
         let sent: Error? = try await awaitCallback { done in task.send(.string("queued")) { done($0) } }
         XCTAssertNotNil(sent, what, file: file, line: line)
@@ -380,11 +328,28 @@ final class WebSocketTaskTests: XCTestCase {
 
     func testAnUnofferedExtensionIsRefused() async throws {
         try await assertHandshakeRefused("unoffered extension") {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Extensions": "x-webkit-deflate-frame"])
+        }
+        try await assertHandshakeRefused("permessage-deflate with compression off", compression: false) {
             RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Extensions": "permessage-deflate"])
         }
     }
 
-    func testTheUpgradeRequestOffersNoExtensionAndEveryFrameIsMaskedWithAFreshKey() async throws {
+    func testAnUnofferedOrMalformedDeflateParameterIsRefused() async throws {
+        for answer in [
+            "permessage-deflate; x_unknown=1", "permessage-deflate; server_max_window_bits=16",
+            "permessage-deflate; client_max_window_bits", "permessage-deflate; server_max_window_bits=010",
+            "permessage-deflate; server_no_context_takeover=1",
+            "permessage-deflate; client_no_context_takeover; client_no_context_takeover",
+            "permessage-deflate, permessage-deflate",
+        ] {
+            try await assertHandshakeRefused(answer) {
+                RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Extensions": answer])
+            }
+        }
+    }
+
+    func testTheUpgradeRequestOffersDeflateAndEveryFrameIsMaskedWithAFreshKey() async throws {
         let server = try await startRaw { RawWebSocketServer.upgradeResponse(for: $0) }
         let (manager, completions) = makeManager()
         let task = manager.webSocketTask(with: server.url())
@@ -396,10 +361,92 @@ final class WebSocketTaskTests: XCTestCase {
         XCTAssertEqual(frames.map { String(decoding: $0.payload, as: UTF8.self) }, (0..<20).map { "message \($0)" })
         XCTAssertGreaterThan(Set(frames.map(\.maskKey)).count, 15, "keys are fresh")
         let upgrade = try XCTUnwrap(server.upgrades.first)
-        XCTAssertNil(upgrade.value(of: "Sec-WebSocket-Extensions"))
+        XCTAssertEqual(upgrade.value(of: "Sec-WebSocket-Extensions"), "permessage-deflate; client_max_window_bits")
+        XCTAssertFalse(task.isCompressed, "the server accepted no extension: the frames above went uncompressed")
         XCTAssertEqual(upgrade.value(of: "Sec-WebSocket-Version"), "13")
         task.cancel()
         _ = await completions.completion(of: task)
+    }
+
+    // MARK: - The manager's open and close closures
+
+    /// Records the manager's `webSocketTaskDidOpen`, `webSocketTaskDidClose` and `taskDidComplete` calls in order
+    /// (the completion observer's closure still runs), with whether each ran on the delegate queue.
+    private func recordWebSocketEvents(of manager: URLSessionManager) -> LockedBox<[String]> {
+        let events = LockedBox<[String]>([])
+        @Sendable func record(_ event: String) {
+            let queue = TaskCompletionObserver.isOnDelegateQueue ? "" : " (off the delegate queue)"
+            events.write { $0.append(event + queue) }
+        }
+        manager.webSocketTaskDidOpen = { _, _, negotiated in record("open \(negotiated ?? "none")") }
+        manager.webSocketTaskDidClose = { _, _, code, reason in
+            record("close \(code.rawValue) \(reason.map { String(decoding: $0, as: UTF8.self) } ?? "none")")
+        }
+        let completion = manager.taskDidComplete
+        manager.taskDidComplete = { session, task, error in
+            record(error == nil ? "complete" : "complete with an error")
+            completion?(session, task, error)
+        }
+        return events
+    }
+
+    func testOpenAndCloseClosuresRunOnceWithTheProtocolAndTheServersCloseFrame() async throws {
+        let server = try await startServer(protocols: ["v1.chat"])
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let task = manager.webSocketTask(with: server.url(), protocols: ["v1.chat"])
+        task.resume()
+        try await task.send(.string("close 1001 going away"))
+        _ = await completions.completion(of: task)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(events.wrappedValue, ["open v1.chat", "close 1001 going away", "complete"])
+    }
+
+    func testCloseClosureReportsTheServersAnswerToOurClose() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        try await task.send(.string("up"))
+        _ = try await task.receive()
+        task.cancel(with: .normalClosure, reason: Data("done".utf8))
+        _ = await completions.completion(of: task)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        // The NIO server answers with the code alone.
+        XCTAssertEqual(events.wrappedValue, ["open none", "close 1000 none", "complete"])
+    }
+
+    func testNoOpenForARefusedHandshakeAndNoCloseWithoutTheServersCloseFrame() async throws {
+        let refusing = try await startRaw {
+            RawWebSocketServer.upgradeResponse(for: $0, fields: ["Sec-WebSocket-Accept": "dGhlIHNhbXBsZSBub25jZQ=="])
+        }
+        let violating = try await startRaw {
+            RawWebSocketServer.upgradeResponse(for: $0) + RawWebSocketServer.frame(opcode: 0x1, payload: [0xFF])
+        }
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let events = recordWebSocketEvents(of: manager)
+        let refused = manager.webSocketTask(with: refusing.url())
+        refused.resume()
+        _ = await completions.completion(of: refused)
+        let failed = manager.webSocketTask(with: violating.url())
+        failed.resume()
+        _ = await completions.completion(of: failed)
+        XCTAssertEqual(failed.closeCode, .invalidFramePayloadData)
+        let cancelled = manager.webSocketTask(with: server.url())
+        cancelled.resume()
+        try await cancelled.send(.string("up"))
+        _ = try await cancelled.receive()
+        cancelled.cancel()
+        _ = await completions.completion(of: cancelled)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(
+            events.wrappedValue,
+            [
+                "complete with an error", "open none", "complete with an error", "open none",
+                "complete with an error",
+            ])
     }
 
     // MARK: - Lifecycle
