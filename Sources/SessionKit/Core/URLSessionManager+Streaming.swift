@@ -33,12 +33,15 @@ extension URLSessionManager {
         try await streamed(request, interceptor: interceptor)
     }
 
-    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one.
+    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one; `completed` runs once the
+    /// request completed (its last attempt ended, the body may still wait to be read), failed or was cancelled.
     func streamed(
-        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil
+        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil,
+        completed: @escaping @Sendable () -> Void = {}
     ) async throws -> StreamedResponse {
         let sink = DataStreamSink()
         let pipeline = Task {
+            defer { completed() }
             do {
                 return try await runPipeline(
                     request, interceptor: interceptor,
