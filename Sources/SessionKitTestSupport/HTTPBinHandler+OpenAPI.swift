@@ -6,8 +6,8 @@ import NIOHTTP1
 /// The endpoints of `Tests/OpenAPISessionKitTests/openapi.yaml`, under `/openapi`, for the client generated from it:
 ///
 /// - `GET /openapi/items/ID?verbose=B`: `{"id":ID,"name":"item ID","tags":["loopback"]}` (plus `"verbose"` with
-///   `verbose=true`); a 404 with `{"message":…}` for an ID of 1000 or more. `PUT` echoes the JSON item it got, with the
-///   ID of the path.
+///   `verbose=true`); a 404 with `{"message":…}` for an ID of 1000 or more. `PUT` echoes the JSON item it got, with
+///   the ID of the path.
 /// - `GET /openapi/bytes/N`: the N bytes of ``ByteGenerator`` (seed 42) with a `Content-Length`, sent as the client
 ///   reads them.
 /// - `GET /openapi/stream/ID`: chunked ``ByteGenerator`` bytes without end (cut at 4 GiB or 120 s), sent as the client

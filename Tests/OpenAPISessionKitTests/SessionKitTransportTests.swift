@@ -56,6 +56,19 @@
             XCTAssertEqual(server.requests.last?.header("X-Adapted"), "sessionkit")
         }
 
+        func testTheManagersRetryPolicyRetriesAGeneratedCallThatFailedBeforeItsHead() async throws {
+            let manager = makeManager()
+            manager.interceptor = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01, jitters: false)
+            // `/fault/reset/…` resets the connection before any status line.
+            do {
+                _ = try await client(manager, basePath: "/fault/reset").getItem(path: .init(itemID: 1))
+                XCTFail("a reset connection gave a response")
+            } catch {
+                XCTAssertNotNil(underlyingError(error) as? URLError, "\(error)")
+            }
+            XCTAssertEqual(server.requestCount, 3, "the first attempt and 2 retries")
+        }
+
         // MARK: - The server URL
 
         func testTheRequestPathIsJoinedToTheServerURLAsTheOtherTransportsJoinIt() throws {

@@ -18,9 +18,10 @@ public struct StreamedResponse: Sendable {
 }
 
 extension URLSessionManager {
-    /// Sends `request` (adapted by the interceptors, never retried) and returns as soon as the response head
-    /// arrived, with the body to read as an async sequence of chunks: what `URLSession.bytes(for:)` does on
-    /// Apple platforms, which Linux lacks. The status is not validated: check ``StreamedResponse/response``.
+    /// Sends `request` (adapted by the interceptors, retried by their retriers only while no response head arrived)
+    /// and returns as soon as the response head arrived, with the body to read as an async sequence of chunks: what
+    /// `URLSession.bytes(for:)` does on Apple platforms, which Linux lacks. The status is not validated: check
+    /// ``StreamedResponse/response``.
     ///
     /// ```swift
     /// let streamed = try await manager.bytes(for: URLRequest(url: url))

@@ -8,8 +8,9 @@ import XCTest
     import FoundationNetworking
 #endif
 
-/// The HTTP core API (`data(for:)`, `upload(for:…)`, `perform(_:body:_:)`, `response(for:body:)`): HTTPTypes in and out, against the loopback
-/// server, on both transports; full duplex and trailers on the curl transport, over HTTP/1.1 and HTTP/2.
+/// The HTTP core API (`data(for:)`, `upload(for:…)`, `perform(_:body:_:)`, `response(for:body:)`): HTTPTypes in and
+/// out, against the loopback server, on both transports; full duplex and trailers on the curl transport, over HTTP/1.1
+/// and HTTP/2.
 final class HTTPCoreAPITests: LoopbackTestCase {
     private func request(
         _ method: HTTPRequest.Method = .get, _ path: String, on server: LoopbackServer? = nil, scheme: String = "http",
@@ -219,6 +220,26 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         var received = Data()
         for try await chunk in echo { received += chunk }
         XCTAssertEqual(String(decoding: received, as: UTF8.self), "first;second;", "the writer ran until the end")
+    }
+
+    func testAStreamedRequestIsRetriedWhileNoResponseHeadArrived() async throws {
+        let manager = makeManager()
+        manager.interceptor = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01, jitters: false)
+        do {
+            // Reset before any status line, every time: each attempt fails before its head.
+            _ = try await manager.response(for: request(.get, "/fault/reset"))
+            XCTFail("a reset connection gave a response")
+        } catch {
+            XCTAssertNotNil(error as? URLError, "\(error)")
+        }
+        XCTAssertEqual(server.requests.filter { $0.path == "/fault/reset" }.count, 3, "the first attempt and 2 retries")
+        // Once the head arrived, a failure is the reader's: `/fault/close-mid-body` is not sent again.
+        let (_, body) = try await manager.response(for: request(.get, "/fault/close-mid-body"))
+        do {
+            for try await _ in body {}
+            XCTFail("a body cut short ended without an error")
+        } catch {}
+        XCTAssertEqual(server.requests.filter { $0.path == "/fault/close-mid-body" }.count, 1)
     }
 
     // MARK: - Full duplex and trailers (curl transport)
