@@ -56,11 +56,11 @@
         ///   - request: The operation's request; its path (with its query) is appended to `baseURL`'s path.
         ///   - body: The request body, if any.
         ///   - baseURL: The server URL: its scheme, authority and path prefix; its own query is replaced by the
-        /// request's.   - operationID: The operation's identifier (unused: the manager's event monitors see the request
-        /// itself).
+        ///     request's.
+        ///   - operationID: The operation's identifier (unused: the manager's event monitors see the request itself).
         /// - Returns: The response head and its body.
         /// - Throws: `URLError.badURL` when `baseURL` and the path make no URL, or what the manager's HTTP core API
-        /// throws   before the head: a `URLError` or a `SessionKitError`.
+        ///   throws before the head: a `URLError` or a `SessionKitError`.
         public func send(
             _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String
         ) async throws -> (HTTPResponse, HTTPBody?) {
