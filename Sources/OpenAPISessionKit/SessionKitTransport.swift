@@ -68,7 +68,12 @@
             let (response, responseBody) = try await manager.response(
                 for: joined, body: try await Self.requestBody(body))
             switch request.method {
-            case .head, .connect, .trace:
+            case .head:
+                // No body follows: wait for the response's end rather than drop the body, which would cancel the
+                // request and close a connection that can be reused.
+                for try await _ in responseBody {}
+                return (response, nil)
+            case .connect, .trace:
                 return (response, nil)
             default:
                 return (response, HTTPBody(responseBody, length: Self.length(of: response), iterationBehavior: .single))
@@ -125,8 +130,10 @@
         }
 
         /// The body length `response` announces: its `Content-Length`, unless a content coding (which the manager may
-        /// decode) makes it the length of other bytes.
+        /// decode) makes it the length of other bytes; none for a 204 or a 304.
         static func length(of response: HTTPResponse) -> HTTPBody.Length {
+            // A 204 has no body, and a 304's `Content-Length` is that of the representation it did not send.
+            if response.status == .noContent || response.status == .notModified { return .known(0) }
             guard let field = response.headerFields[.contentLength], let count = Int64(field), count >= 0,
                 response.headerFields[.contentEncoding].map({ $0.lowercased() == "identity" }) ?? true
             else { return .unknown }

@@ -95,6 +95,20 @@
             }
         }
 
+        func testAHeadResponseHasNoBodyAndLeavesItsConnectionForTheNextCall() async throws {
+            let transport = SessionKitTransport(manager: makeManager())
+            let head = HTTPRequest(method: .head, scheme: nil, authority: nil, path: "/get")
+            let (response, body) = try await transport.send(
+                head, body: nil, baseURL: server.baseURL, operationID: "head")
+            XCTAssertEqual(response.status, .ok)
+            XCTAssertNil(body, "HEAD: no body")
+            let get = HTTPRequest(method: .get, scheme: nil, authority: nil, path: "/get")
+            let (_, getBody) = try await transport.send(get, body: nil, baseURL: server.baseURL, operationID: "get")
+            let echoed = try await Data(collecting: try XCTUnwrap(getBody), upTo: 1 << 20)
+            XCTAssertFalse(echoed.isEmpty)
+            XCTAssertEqual(server.connectionCount, 1, "the HEAD's connection was kept and reused")
+        }
+
         // MARK: - Bodies sent once
 
         func testASingleIterationBodyIsNeverSentAgainByA307() async throws {
