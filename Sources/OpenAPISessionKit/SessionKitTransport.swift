@@ -86,7 +86,7 @@
     extension SessionKitTransport {
         /// `request` with the scheme and authority of `baseURL`, and its path appended to `baseURL`'s, as the
         /// URLSession and AsyncHTTPClient transports join them: the base's path prefix kept, the request's query in
-        /// place of the base's.
+        /// place of the base's; without a `Content-Length` field (the body sets it).
         static func request(_ request: HTTPRequest, joinedTo baseURL: URL) throws -> HTTPRequest {
             guard var components = URLComponents(string: baseURL.absoluteString),
                 let requestComponents = URLComponents(string: request.path ?? ""),
@@ -106,6 +106,10 @@
             // An IPv6 literal keeps (or gets) its brackets in the authority.
             let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
             var joined = request
+            // The body's framing is the manager's, from the body itself (its length, or chunked). The runtime's
+            // `Content-Length` field goes: URLSession on Linux, which the Foundation transport runs on, keeps a
+            // hand-set one on a 307 and never finishes the redirected request.
+            joined.headerFields[.contentLength] = nil
             joined.scheme = scheme
             joined.authority = components.port.map { "\(bracketed):\($0)" } ?? bracketed
             var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath

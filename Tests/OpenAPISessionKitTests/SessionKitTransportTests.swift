@@ -87,11 +87,13 @@
                 ("http://example.com", "", "example.com", "/"),
             ]
             for (base, path, authority, joined) in cases {
-                let request = HTTPRequest(method: .get, scheme: nil, authority: nil, path: path)
+                let request = HTTPRequest(
+                    method: .get, scheme: nil, authority: nil, path: path, headerFields: [.contentLength: "3"])
                 let result = try SessionKitTransport.request(request, joinedTo: try XCTUnwrap(URL(string: base)))
                 XCTAssertEqual(result.scheme, URL(string: base)?.scheme, base)
                 XCTAssertEqual(result.authority, authority, base)
                 XCTAssertEqual(result.path, joined, "\(base) + \(path)")
+                XCTAssertNil(result.headerFields[.contentLength], "the body sets the length")
             }
         }
 
@@ -130,8 +132,9 @@
         }
 
         func testASmallMultipleIterationBodyIsSentAgainByA307() async throws {
-            // URLSession on Linux sends the redirected request without finishing it: the call times out there.
-            try XCTSkipIf(Self.testTransport != .curl, "a 307 with a body hangs on the Foundation transport")
+            // URLSession on Linux (the Foundation transport) follows a 307 without the body: the redirected POST arrives
+            // empty. (With the runtime's `Content-Length` kept, it even never finished: the transport drops that field.)
+            try XCTSkipIf(Self.testTransport != .curl, "URLSession on Linux drops the body on a 307")
             let receipt = try await client().uploadBytes(
                 query: .init(redirect: true), body: .binary(HTTPBody(ByteGenerator.bytes(count: 5000)))
             ).ok.body.json
