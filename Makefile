@@ -12,6 +12,10 @@ SOAK_CLIENTS ?= sessionkit-curl sessionkit-curl-async
 # The tests run the curl command line (cURL descriptions) and ip (reachability in a network namespace).
 TEST_PACKAGES := curl iproute2
 DOCS_DIR ?= .build-docs
+# The package's traits this repository builds with: `OpenAPI` compiles the OpenAPISessionKit product and its tests (a
+# consumer that does not ask for the trait never resolves swift-openapi-runtime). Every build of .build passes the same
+# traits, so that switching never rebuilds everything.
+TRAITS := --traits OpenAPI
 
 FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse
 FUZZ_SECONDS ?= 60
@@ -36,16 +40,17 @@ install-packages:
 
 ## build: debug build of everything, tests included.
 build: setup
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(TRAITS)
 
-## build-strict: the library alone, with compiler warnings as errors (CI).
+## build-strict: the library (and the OpenAPI transport) alone, with compiler warnings as errors (CI).
 build-strict: setup
-	$(SWIFT) build --target SessionKit -Xswiftc -warnings-as-errors
+	$(SWIFT) build --target SessionKit -Xswiftc -warnings-as-errors $(TRAITS)
+	$(SWIFT) build --target OpenAPISessionKit -Xswiftc -warnings-as-errors $(TRAITS)
 
 ## test: every test, against the in-process loopback server; the transport-neutral ones on both transports.
 test: setup
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(TEST_PACKAGES)"
-	$(SWIFT) build --build-tests
+	$(SWIFT) build --build-tests $(TRAITS)
 	$(MAKE) --no-print-directory fuzz-replay
 	SESSIONKIT_TEST_TRANSPORT=foundation $(SWIFT) test --skip-build --disable-swift-testing
 	SESSIONKIT_TEST_TRANSPORT=curl $(SWIFT) test --skip-build --disable-swift-testing
@@ -53,7 +58,7 @@ test: setup
 
 ## demo: the tour of SessionKit against its embedded server.
 demo: setup
-	$(SWIFT) build --product sessionkit-demo
+	$(SWIFT) build --product sessionkit-demo $(TRAITS)
 	$(SWIFT) run --skip-build sessionkit-demo
 
 ## bench: speed and memory of SessionKit against raw libcurl, raw URLSession and AsyncHTTPClient, against a local
@@ -93,7 +98,7 @@ fuzz-long:
 
 ## fuzz-replay: run every seed and every saved crash input once through a plain build (part of `make test`).
 fuzz-replay:
-	$(SWIFT) build --product sessionkit-fuzz
+	$(SWIFT) build --product sessionkit-fuzz $(TRAITS)
 	@for t in $(FUZZ_TARGETS); do \
 	  $(SWIFT) run --skip-build sessionkit-fuzz $$t Fuzz/seeds/$$t $$(ls -d Fuzz/regressions/$$t 2>/dev/null) || exit 1; \
 	done

@@ -1,21 +1,32 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
-// SessionKit runs on Linux only (Debian 12 / Ubuntu 22.04+ with Swift 6); macOS is not supported: the library is built
-// on FoundationNetworking, libcurl with OpenSSL and the Linux routing netlink (CNetlink), so no `platforms` are declared.
+// SessionKit runs on Linux only (Debian 12 / Ubuntu 22.04+ with Swift 6.1 or later); macOS is not supported: the
+// library is built on FoundationNetworking, libcurl with OpenSSL and the Linux routing netlink (CNetlink), so no
+// `platforms` are declared.
 //
 // The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL, zlib (WebSocket
-// permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log,
-// swift-http-types). It is the only product: a package that depends on
-// it resolves those and nothing else. SwiftNIO (the loopback
-// test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products; SwiftPM
-// still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
+// permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log, swift-http-types): a package that depends on it resolves those and
+// nothing else. `OpenAPISessionKit` (the swift-openapi-runtime `ClientTransport`) is a product of its own whose
+// dependency on swift-openapi-runtime is conditional on the trait `OpenAPI` (tools 6.1): SwiftPM resolves for a
+// dependent whatever any product uses, so without the trait every consumer of SessionKit would fetch the runtime. Its
+// users ask for the trait; this repository builds with `--traits OpenAPI` (the Makefile's `TRAITS`). SwiftNIO (the
+// loopback test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products;
+// SwiftPM still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
 // package of its own, `Benchmarks/`, so that AsyncHTTPClient (one of its clients) is never resolved by a consumer.
 // Dependencies are version ranges, so that a consumer can share them with its own.
 let package = Package(
     name: "SessionKit",
     products: [
-        .library(name: "SessionKit", targets: ["SessionKit"])
+        .library(name: "SessionKit", targets: ["SessionKit"]),
+        .library(name: "OpenAPISessionKit", targets: ["OpenAPISessionKit"]),
+    ],
+    traits: [
+        .trait(
+            name: "OpenAPI",
+            description:
+                "SessionKitTransport, the swift-openapi-runtime ClientTransport of the OpenAPISessionKit product."
+        )
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
@@ -24,6 +35,7 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
     ],
     targets: [
         .target(
@@ -52,6 +64,17 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             path: "Sources/SessionKit",
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .target(
+            name: "OpenAPISessionKit",
+            dependencies: [
+                "SessionKit",
+                .product(
+                    name: "OpenAPIRuntime", package: "swift-openapi-runtime", condition: .when(traits: ["OpenAPI"])),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/OpenAPISessionKit",
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
         .target(
@@ -100,6 +123,19 @@ let package = Package(
             // in Swift 6 mode hundreds of closures that capture them would need rewriting. IntegrationTests/Consumer
             // checks SessionKit's API from Swift 6 code.
             swiftSettings: [.swiftLanguageMode(.v5)]
+        ),
+        .testTarget(
+            name: "OpenAPISessionKitTests",
+            dependencies: [
+                "OpenAPISessionKit", "SessionKit", "SessionKitTestSupport",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Tests/OpenAPISessionKitTests",
+            // The client in Generated/ was generated once from openapi.yaml (README.md says how), so that neither CI
+            // nor a consumer runs swift-openapi-generator.
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml", "README.md"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
         ),
     ]
 )

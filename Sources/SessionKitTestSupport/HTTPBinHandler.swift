@@ -194,6 +194,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             caching(context, request, parts: parts)
         case "event-stream":
             eventStream(context, request)
+        case "openapi":
+            openAPI(context, request, parts: parts)
         case "flaky":
             flaky(context, request, key: parts.count > 1 ? parts[1] : "")
         case "bearer":

@@ -36,6 +36,10 @@ final class DataStreamSink: @unchecked Sendable {
     /// Cancels the task (set by the manager).
     var cancelTask: @Sendable () -> Void = {}
 
+    /// Whether a response head arrived: from then on the reader may have seen the response, and the request is never
+    /// sent again.
+    var hasResponse: Bool { state.read { $0.response != nil } }
+
     // MARK: - From the task delegate (delegate queue)
 
     func receive(_ response: URLResponse) {

@@ -67,6 +67,50 @@ extension URLSessionManager {
         _ request: HTTPRequest, body: HTTPRequestBody? = nil,
         _ responseHandler: @Sendable (HTTPResponse, HTTPResponseBody) async throws -> Return
     ) async throws -> Return {
+        let exchange = try await start(request, body: body)
+        // The handler returned (or threw): a body it did not read is dropped, and a writer still writing stops.
+        defer { exchange.end() }
+        return try await responseHandler(exchange.response, exchange.body)
+    }
+
+    /// Sends `request` with `body` and returns as soon as the response head arrived, with the body to read after the
+    /// call returned, as it comes: what an OpenAPI `ClientTransport` (or any caller that hands a response on) needs.
+    ///
+    /// The body lives until it is read to its end or dropped: dropping it unread (or cancelling the task that reads
+    /// it) cancels the request. A streamed request body (``HTTPRequestBody/stream(length:_:)``) is written until the
+    /// request completes, so the response may be read while it is still being written (full duplex, curl transport).
+    ///
+    /// ```swift
+    /// let (response, body) = try await manager.response(for: request)
+    /// guard response.status == .ok else { throw Refused(response) }
+    /// for try await chunk in body { try handle.write(contentsOf: chunk) }
+    /// ```
+    /// - Parameters:
+    ///   - request: The request.
+    ///   - body: Its body, if any.
+    /// - Returns: The response head, and its body to read.
+    /// - Throws: As ``perform(_:body:_:)``, before the head.
+    public func response(
+        for request: HTTPRequest, body: HTTPRequestBody? = nil
+    ) async throws -> (HTTPResponse, HTTPResponseBody) {
+        let exchange = try await start(request, body: body)
+        return (exchange.response, exchange.body)
+    }
+
+    /// A request of the HTTP core API whose response head arrived.
+    private struct Exchange: Sendable {
+        /// The response head.
+        let response: HTTPResponse
+        /// The response body, to read.
+        let body: HTTPResponseBody
+        /// Stops a streamed request body's writer (it fails with `CancellationError`); idempotent.
+        let end: @Sendable () -> Void
+    }
+
+    /// Sends `request` with `body` through the pipeline and returns once the response head arrived. A streamed body's
+    /// writer runs in a task of its own until ``Exchange/end`` is called or the request completed, whichever is
+    /// first; the request is cancelled when the body is dropped unread.
+    private func start(_ request: HTTPRequest, body: HTTPRequestBody?) async throws -> Exchange {
         var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
         var bodyFile: URL?
         var writer: Task<Void, Error>?
@@ -100,24 +144,30 @@ extension URLSessionManager {
                 }
             }
         }
-        defer {
-            // The exchange is over (or failed): a writer still writing stops.
+        let end: @Sendable () -> Void = { [pipe, writer] in
             pipe?.fail(CancellationError())
             writer?.cancel()
         }
         let streamed: StreamedResponse
         do {
-            streamed = try await self.streamed(urlRequest, bodyFile: bodyFile)
+            streamed = try await self.streamed(urlRequest, bodyFile: bodyFile, completed: end)
         } catch {
             pipe?.fail(error)
+            writer?.cancel()
             // The writer's own failure is what ended the request: report it, not the transport's consequence.
             if let writer, case .failure(let writerError) = await writer.result, !(writerError is CancellationError) {
                 throw writerError
             }
             throw error
         }
-        let response = try HTTPTypesBridge.response(from: streamed.response)
-        return try await responseHandler(response, HTTPResponseBody(body: streamed.body))
+        let response: HTTPResponse
+        do {
+            response = try HTTPTypesBridge.response(from: streamed.response)
+        } catch {
+            end()
+            throw error
+        }
+        return Exchange(response: response, body: HTTPResponseBody(body: streamed.body), end: end)
     }
 
     /// Runs `request` through the pipeline with its body kept in memory (within the in-memory limit).

@@ -94,8 +94,10 @@ extension URLSessionManager {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
                     return (outcome, sessionRequest)
                 }
-                // A streamed body already went to its reader: it is never sent again.
-                guard let interceptor, streamSink == nil, !sessionRequest.isCancelled, !Task.isCancelled else {
+                // A streamed response whose head reached its reader is never sent again; one that failed before its
+                // head may be (its sink is still open, see `attempt`).
+                guard let interceptor, streamSink?.hasResponse != true, !sessionRequest.isCancelled, !Task.isCancelled
+                else {
                     throw fail(error)
                 }
                 let decision = await interceptor.retry(sessionRequest, dueTo: error)
@@ -138,7 +140,9 @@ extension URLSessionManager {
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor)
             ) { outcome in
-                streamSink?.finish(outcome.error)
+                // A failure before the head leaves a stream's sink open, for a retry; the pipeline's caller ends it
+                // with the request's final error.
+                if outcome.error == nil || streamSink?.hasResponse == true { streamSink?.finish(outcome.error) }
                 continuation.resume(returning: outcome)
             }
             current.wrappedValue = task

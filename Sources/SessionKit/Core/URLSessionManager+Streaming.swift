@@ -18,9 +18,10 @@ public struct StreamedResponse: Sendable {
 }
 
 extension URLSessionManager {
-    /// Sends `request` (adapted by the interceptors, never retried) and returns as soon as the response head
-    /// arrived, with the body to read as an async sequence of chunks: what `URLSession.bytes(for:)` does on
-    /// Apple platforms, which Linux lacks. The status is not validated: check ``StreamedResponse/response``.
+    /// Sends `request` (adapted by the interceptors, retried by their retriers only while no response head arrived)
+    /// and returns as soon as the response head arrived, with the body to read as an async sequence of chunks: what
+    /// `URLSession.bytes(for:)` does on Apple platforms, which Linux lacks. The status is not validated: check
+    /// ``StreamedResponse/response``.
     ///
     /// ```swift
     /// let streamed = try await manager.bytes(for: URLRequest(url: url))
@@ -33,12 +34,15 @@ extension URLSessionManager {
         try await streamed(request, interceptor: interceptor)
     }
 
-    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one.
+    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one; `completed` runs once the
+    /// request completed (its last attempt ended, the body may still wait to be read), failed or was cancelled.
     func streamed(
-        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil
+        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil,
+        completed: @escaping @Sendable () -> Void = {}
     ) async throws -> StreamedResponse {
         let sink = DataStreamSink()
         let pipeline = Task {
+            defer { completed() }
             do {
                 return try await runPipeline(
                     request, interceptor: interceptor,

@@ -8,8 +8,9 @@ import XCTest
     import FoundationNetworking
 #endif
 
-/// The HTTP core API (`data(for:)`, `upload(for:…)`, `perform(_:body:_:)`): HTTPTypes in and out, against the loopback
-/// server, on both transports; full duplex and trailers on the curl transport, over HTTP/1.1 and HTTP/2.
+/// The HTTP core API (`data(for:)`, `upload(for:…)`, `perform(_:body:_:)`, `response(for:body:)`): HTTPTypes in and
+/// out, against the loopback server, on both transports; full duplex and trailers on the curl transport, over HTTP/1.1
+/// and HTTP/2.
 final class HTTPCoreAPITests: LoopbackTestCase {
     private func request(
         _ method: HTTPRequest.Method = .get, _ path: String, on server: LoopbackServer? = nil, scheme: String = "http",
@@ -167,6 +168,78 @@ final class HTTPCoreAPITests: LoopbackTestCase {
             XCTAssertEqual((error as? URLError)?.code, .requestBodyStreamExhausted, "\(error)")
         }
         XCTAssertEqual(server.requests.filter { $0.path == "/post" }.count, 0, "nothing else was sent in its place")
+    }
+
+    // MARK: - A response handed on: response(for:body:)
+
+    func testResponseForReturnsABodyThatIsReadAfterTheCallReturned() async throws {
+        let manager = makeManager()
+        let (response, body) = try await manager.response(for: request(.get, "/stream-bytes/200000?chunk_size=10000"))
+        XCTAssertEqual(response.status, .ok)
+        var received = Data()
+        var chunks = 0
+        for try await chunk in body {
+            received += chunk
+            chunks += 1
+        }
+        XCTAssertGreaterThan(chunks, 1, "read as it arrives")
+        XCTAssertEqual(received, ByteGenerator.bytes(count: 200_000))
+        let (_, echoBody) = try await manager.response(
+            for: request(.post, "/post", fields: [.contentType: "text/plain"]), body: .data(Data("sent".utf8)))
+        var echoed = Data()
+        for try await chunk in echoBody { echoed += chunk }
+        XCTAssertEqual(try json(echoed)["data"] as? String, "sent")
+    }
+
+    func testDroppingAnUnreadResponseBodyCancelsTheRequest() async throws {
+        let manager = makeManager()
+        let id = "core-drop-\(UUID())"
+        let (response, _) = try await manager.response(for: request(.get, "/openapi/stream/\(id)"))  // body dropped
+        XCTAssertEqual(response.status, .ok)
+        for _ in 0..<500 where server.openAPIStream(id)?.connectionClosed != true {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        XCTAssertEqual(server.openAPIStream(id)?.connectionClosed, true, "the server saw the connection close")
+    }
+
+    func testAStreamedRequestBodyIsStillWrittenAfterResponseForReturned() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "full duplex is the curl transport's")
+        let manager = makeManager()
+        let returned = AsyncStream<Void>.makeStream()
+        let body = HTTPRequestBody.stream { writer in
+            try await writer.write(Data("first;".utf8))
+            for await _ in returned.stream { break }  // the rest only once `response(for:)` returned
+            try await writer.write(Data("second;".utf8))
+            return nil
+        }
+        // `/duplex` answers at once and echoes the body as it arrives.
+        let (response, echo) = try await manager.response(for: request(.post, "/duplex"), body: body)
+        XCTAssertEqual(response.status, .ok)
+        returned.continuation.yield()
+        returned.continuation.finish()
+        var received = Data()
+        for try await chunk in echo { received += chunk }
+        XCTAssertEqual(String(decoding: received, as: UTF8.self), "first;second;", "the writer ran until the end")
+    }
+
+    func testAStreamedRequestIsRetriedWhileNoResponseHeadArrived() async throws {
+        let manager = makeManager()
+        manager.interceptor = RetryPolicy(retryLimit: 2, exponentialBackoffScale: 0.01, jitters: false)
+        do {
+            // Reset before any status line, every time: each attempt fails before its head.
+            _ = try await manager.response(for: request(.get, "/fault/reset"))
+            XCTFail("a reset connection gave a response")
+        } catch {
+            XCTAssertNotNil(error as? URLError, "\(error)")
+        }
+        XCTAssertEqual(server.requests.filter { $0.path == "/fault/reset" }.count, 3, "the first attempt and 2 retries")
+        // Once the head arrived, a failure is the reader's: `/fault/close-mid-body` is not sent again.
+        let (_, body) = try await manager.response(for: request(.get, "/fault/close-mid-body"))
+        do {
+            for try await _ in body {}
+            XCTFail("a body cut short ended without an error")
+        } catch {}
+        XCTAssertEqual(server.requests.filter { $0.path == "/fault/close-mid-body" }.count, 1)
     }
 
     // MARK: - Full duplex and trailers (curl transport)

@@ -22,6 +22,7 @@ struct ConsumerChecks {
             try await webSocketChecks(port: Int(server.port))
             try await UserStore(baseURL: base).runStream(port: Int(server.port))
             try await ServerSentEventsChecks.run(baseURL: base)
+            try await OpenAPIChecks.run(baseURL: base)
             if CommandLine.arguments.count > 1 {
                 try await runQuickStart(CommandLine.arguments[1], httpbin: "http://127.0.0.1:\(server.port)")
             }
