@@ -6,13 +6,14 @@ import PackageDescription
 // `platforms` are declared.
 //
 // The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL, zlib (WebSocket
-// permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log, swift-http-types): a package that depends on it resolves those and
-// nothing else. `OpenAPISessionKit` (the swift-openapi-runtime `ClientTransport`) is a product of its own whose
-// dependency on swift-openapi-runtime is conditional on the trait `OpenAPI` (tools 6.1): SwiftPM resolves for a
-// dependent whatever any product uses, so without the trait every consumer of SessionKit would fetch the runtime. Its
-// users ask for the trait; this repository builds with `--traits OpenAPI` (the Makefile's `TRAITS`). SwiftNIO (the
-// loopback test server), the DocC plugin, the demo and the fuzzer stay in this package as targets without products;
-// SwiftPM still builds and runs a root package's executable targets by name (`swift run sessionkit-demo`). The benchmark is a
+// permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log,
+// swift-http-types): a package that depends on it resolves those and nothing else. `OpenAPISessionKit` (the
+// swift-openapi-runtime `ClientTransport`) is a product of its own whose dependency on swift-openapi-runtime is
+// conditional on the trait `OpenAPI` (tools 6.1): SwiftPM resolves for a dependent whatever any product uses, so
+// without the trait every consumer of SessionKit would fetch the runtime. Its users ask for the trait; this repository
+// builds with `--traits OpenAPI` (the Makefile's `TRAITS`). SwiftNIO (the loopback test server), the DocC plugin, the
+// demo and the fuzzer stay in this package as targets without products; SwiftPM still builds and runs a root package's
+// executable targets by name (`swift run sessionkit-demo`). The benchmark is a
 // package of its own, `Benchmarks/`, so that AsyncHTTPClient (one of its clients) is never resolved by a consumer.
 // Dependencies are version ranges, so that a consumer can share them with its own.
 let package = Package(
