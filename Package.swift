@@ -37,6 +37,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-service-context", from: "1.5.1"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .target(
@@ -63,6 +66,9 @@ let package = Package(
             dependencies: [
                 "CCurl", "COpenSSL", "CNetlink", "CZlib", .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "ServiceContextModule", package: "swift-service-context"),
+                .product(name: "Metrics", package: "swift-metrics"),
             ],
             path: "Sources/SessionKit",
             swiftSettings: [.swiftLanguageMode(.v6)]
@@ -96,7 +102,11 @@ let package = Package(
         ),
         .executableTarget(
             name: "sessionkit-demo",
-            dependencies: ["SessionKit", "SessionKitTestSupport"],
+            dependencies: [
+                "SessionKit", "SessionKitTestSupport",
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
             path: "Sources/sessionkit-demo",
             // Swift 5 mode: `setvbuf(stdout, …)` reads a C global that Swift 6 refuses; the demo's code is otherwise
             // Swift 6 clean.
@@ -117,6 +127,10 @@ let package = Package(
             dependencies: [
                 "SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Tests/SessionKitTests",
             exclude: ["Fixtures"],

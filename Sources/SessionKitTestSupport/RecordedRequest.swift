@@ -22,6 +22,9 @@ public struct RecordedRequest: Sendable {
     /// The path without its query.
     public var path: String { String(uri.split(separator: "?", maxSplits: 1).first ?? "") }
 
+    /// The W3C trace context the request carried (`traceparent`), if any.
+    public var traceparent: String? { header("traceparent") }
+
     /// The first value of header `name`, matched without regard to case.
     public func header(_ name: String) -> String? {
         headers.first { $0.name.lowercased() == name.lowercased() }?.value

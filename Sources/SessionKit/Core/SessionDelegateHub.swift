@@ -58,10 +58,14 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         newRequest request: URLRequest,
         completionHandler: @escaping (URLRequest?) -> Void
     ) {
-        let decided =
+        var decided =
             overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request
-        if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
+        if let request = decided, let delegate = registry.delegate(for: task) {
+            // The redirect's attempt: a span of its own, whose trace context the followed request carries.
+            decided = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
+            delegate.willRedirect(response, to: request)
+        }
         completionHandler(decided)
     }
 
@@ -132,6 +136,7 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             // bytes: a task that would end with neither fails instead.
             error = Self.error(.badServerResponse, "The task ended without a response or an error.", of: task)
         }
+        delegate?.telemetry?.complete(task, error: error)
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
     }
@@ -271,10 +276,14 @@ extension SessionDelegateHub: TaskEventSink {
         _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest
     ) -> URLRequest? {
-        let decided =
+        var decided =
             overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request
-        if let decided { registry.delegate(for: task)?.willRedirect(response, to: decided) }
+        if let request = decided, let delegate = registry.delegate(for: task) {
+            // The redirect's attempt: a span of its own, whose trace context the followed request carries.
+            decided = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
+            delegate.willRedirect(response, to: request)
+        }
         return decided
     }
 
@@ -293,7 +302,9 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {
-        registry.delegate(for: task)?.didCollect(timings)
+        let delegate = registry.delegate(for: task)
+        delegate?.telemetry?.collected(timings)
+        delegate?.didCollect(timings)
         overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
     }
 

@@ -49,6 +49,8 @@ final class TaskDelegate: @unchecked Sendable {
     private let onConsumed: ((Int) -> Void)?
     /// Set at creation, before the task can run: read without a lock.
     private let observation: Observation?
+    /// The task's spans and metrics, when the manager has a tracer or metrics factory that records.
+    let telemetry: TaskTelemetry?
 
     private let lock = NSLock()
     private var lifecycle = TaskLifecycle()
@@ -75,6 +77,7 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - streamSink:  Where a streamed body goes instead of memory.
     ///   - observation: The pipeline request this task is an attempt of, and its monitor.
     ///   - control:     Resumes or suspends the task on behalf of its `Progress`, with notifications.
+    ///   - telemetry:   The task's spans and metrics, ended by the delegate hub.
     ///   - completion:  Called once, on the completion queue.
     init(
         task: URLSessionTask,
@@ -93,9 +96,11 @@ final class TaskDelegate: @unchecked Sendable {
         observation: Observation? = nil,
         bodyLimits: ResponseBodyLimits = .default,
         control: TaskControl,
+        telemetry: TaskTelemetry? = nil,
         completion: @escaping @Sendable (TaskOutcome) -> Void
     ) {
         self.task = task
+        self.telemetry = telemetry
         self.observation = observation
         self.destination = DownloadDestination(destination: destination)
         self.bodyStream = Protected(bodyStream)

@@ -41,6 +41,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// The resource timeout of Foundation-transport tasks (URLSession on Linux ignores it); nil for the default.
     private let resourceDeadlines: ResourceDeadlines?
     let overrides = Protected(DelegateOverrides())
+    /// The tracer and metrics factory of ``tracer`` and ``metricsFactory`` (URLSessionManager+Observability.swift).
+    let telemetry = Protected(RequestTelemetry())
     let control = TaskControl()
 
     private struct SessionState {
@@ -609,6 +611,14 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 SessionKitError.requestSerialization(.fileDoesNotExist, "The file \(fileURL.path) cannot be read."),
                 download: false)
         }
+        // Traces and metrics (URLSessionManager+Observability.swift): the attempt's span starts and its trace context
+        // goes into the request before the transport sees it; the hub ends it.
+        var taskTelemetry: TaskTelemetry?
+        if let active = telemetry.read({ $0.active }), var request = source.request {
+            let resends = observation?.request.retryCount ?? 0
+            taskTelemetry = active.begin(&request, resendCount: resends, delegateQueue: delegateDispatchQueue)
+            source = source.replacingRequest(with: request)
+        }
         // Created under the session lock: URLSession stops the process when a task is created in a session that
         // another thread has just invalidated.
         let made: TransportTask? = sessionState.write { state in
@@ -640,6 +650,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             task = isDownload ? refusal.downloadTask() : refusal.dataTask()
             registry = refusal.registry
+            if let taskTelemetry {  // never sent: the attempt failed
+                delegateDispatchQueue.async { taskTelemetry.complete(task, error: forcedError) }
+            }
         }
 
         let flowControl = made?.flowControl
@@ -668,7 +681,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
             streamSink: streamSink, observation: observation, bodyLimits: limits,
-            control: control, completion: completion)
+            control: control, telemetry: made == nil ? nil : taskTelemetry, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
         made?.adoptProgress(delegate.uploadProgress, delegate.downloadProgress)

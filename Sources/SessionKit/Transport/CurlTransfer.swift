@@ -640,7 +640,7 @@ final class CurlTransfer: @unchecked Sendable {
             nameLookup: seconds(CURLINFO_NAMELOOKUP_TIME), connect: seconds(CURLINFO_CONNECT_TIME),
             tlsHandshake: seconds(CURLINFO_APPCONNECT_TIME), firstByte: seconds(CURLINFO_STARTTRANSFER_TIME),
             total: seconds(CURLINFO_TOTAL_TIME), bytesReceived: count(CURLINFO_SIZE_DOWNLOAD_T),
-            bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: connects > 0)
+            bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: connects > 0, protocolVersion: httpVersion)
     }
 
     /// A `URLError` with the real reason and the failing URL.

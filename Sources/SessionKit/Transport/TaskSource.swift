@@ -26,6 +26,18 @@ enum TaskSource {
     }
 
     /// Whether the task is a download.
+    /// The same source sending `request` instead (a refused source stays as it is).
+    func replacingRequest(with request: URLRequest) -> TaskSource {
+        switch self {
+        case .data: return .data(request)
+        case .uploadData(_, let data): return .uploadData(request, data)
+        case .uploadFile(_, let url): return .uploadFile(request, url)
+        case .uploadStream: return .uploadStream(request)
+        case .download: return .download(request)
+        case .refused: return self
+        }
+    }
+
     var isDownload: Bool {
         switch self {
         case .download, .refused(_, download: true): return true

@@ -19,4 +19,6 @@ public struct TransferTimings: Sendable, Equatable {
     public let bytesSent: Int64
     /// Whether the transfer used a new connection (false: a kept-alive one was reused).
     public let newConnection: Bool
+    /// The response's protocol as its status line gave it (`HTTP/1.1`, `HTTP/2`), for the attempt's span and metrics.
+    var protocolVersion: String? = nil
 }
