@@ -48,6 +48,16 @@ static inline CURLcode sk_curl_easy_getinfo_socket(CURL *handle, CURLINFO info, 
     return curl_easy_getinfo(handle, info, value);
 }
 
+/// libcurl's socket open and close callbacks (CURLOPT_OPENSOCKETFUNCTION, CURLOPT_CLOSESOCKETFUNCTION): the curl
+/// transport counts its connections with them (http.client.open_connections).
+static inline CURLcode sk_curl_easy_setopt_opensocket_callback(CURL *handle, curl_opensocket_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, value);
+}
+
+static inline CURLcode sk_curl_easy_setopt_closesocket_callback(CURL *handle, curl_closesocket_callback value) {
+    return curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, value);
+}
+
 /// The `events` bits of a `struct curl_waitfd` (macros in curl.h).
 static const short sk_curl_wait_pollin = CURL_WAIT_POLLIN;
 static const short sk_curl_wait_pollout = CURL_WAIT_POLLOUT;

@@ -614,7 +614,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         // Traces and metrics (URLSessionManager+Observability.swift): the attempt's span starts and its trace context
         // goes into the request before the transport sees it; the hub ends it.
         var taskTelemetry: TaskTelemetry?
-        if let active = telemetry.read({ $0.active }), var request = source.request {
+        let observability = telemetry.read { $0.active }
+        if let active = observability, var request = source.request {
             let resends = observation?.request.retryCount ?? 0
             taskTelemetry = active.begin(&request, resendCount: resends, delegateQueue: delegateDispatchQueue)
             source = source.replacingRequest(with: request)
@@ -628,7 +629,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             state.session = session
             let options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
-                decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize))
+                decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
+                connectionEvents: observability?.metrics)
             return taskTransport.makeTask(for: source, uploadLength: uploadLength, options: options, session: session)
         }
         let created = made?.task

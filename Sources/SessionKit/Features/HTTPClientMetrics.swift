@@ -3,7 +3,8 @@ import Metrics
 
 /// OpenTelemetry's HTTP client metrics of one manager, through swift-metrics: `http.client.request.duration`,
 /// `http.client.active_requests`, `http.client.request.body.size`, `http.client.response.body.size` per attempt, and
-/// (``ConnectionMetrics``) `http.client.open_connections` and `http.client.connection.duration` per connection.
+/// `http.client.open_connections` and `http.client.connection.duration` per connection of the curl transport
+/// (``ConnectionEvents``: the Foundation transport does not show its connections).
 ///
 /// Every metric carries low-cardinality attributes only: `http.request.method`, `url.scheme`, `server.address`,
 /// `server.port`, and at the end of an attempt `http.response.status_code`, `error.type` and
@@ -39,5 +40,33 @@ struct HTTPClientMetrics: Sendable {
         if let size = outcome.responseBodySize {
             Recorder(label: Self.responseBodySize, dimensions: dimensions, factory: factory).record(size)
         }
+    }
+}
+
+extension HTTPClientMetrics: ConnectionEvents {
+    /// The attributes of a connection's metrics: scheme, server address and port.
+    private static func dimensions(of endpoint: ConnectionEndpoint) -> [(String, String)] {
+        [("url.scheme", endpoint.scheme), ("server.address", endpoint.host), ("server.port", String(endpoint.port))]
+    }
+
+    func connection(to endpoint: ConnectionEndpoint, changedFrom old: ConnectionState?, to new: ConnectionState?) {
+        let dimensions = Self.dimensions(of: endpoint)
+        if let old {
+            Meter(
+                label: Self.openConnections, dimensions: dimensions + [("http.connection.state", old.rawValue)],
+                factory: factory
+            ).decrement()
+        }
+        if let new {
+            Meter(
+                label: Self.openConnections, dimensions: dimensions + [("http.connection.state", new.rawValue)],
+                factory: factory
+            ).increment()
+        }
+    }
+
+    func connectionClosed(to endpoint: ConnectionEndpoint, afterNanoseconds nanoseconds: UInt64) {
+        Metrics.Timer(label: Self.connectionDuration, dimensions: Self.dimensions(of: endpoint), factory: factory)
+            .recordNanoseconds(Int64(clamping: nanoseconds))
     }
 }

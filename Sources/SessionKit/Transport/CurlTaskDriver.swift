@@ -30,6 +30,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         /// The serial queue under the manager's delegate `OperationQueue`: every event and decision runs there, in
         /// a block of its own (an `Operation` per drain cost about 35k instructions per request).
         let delegateQueue: DispatchQueue
+        /// Where the task's transfers report their connections, when the manager has metrics.
+        var connectionEvents: (any ConnectionEvents)? = nil
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -282,7 +284,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, events: events)
+            flowControl: flowControl, events: events,
+            connectionObserver: environment.connectionEvents.flatMap { CurlConnectionObserver(events: $0, url: request.url) }
+        )
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC

@@ -54,7 +54,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
-                delegateQueue: delegateQueue))
+                delegateQueue: delegateQueue, connectionEvents: options.connectionEvents))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)

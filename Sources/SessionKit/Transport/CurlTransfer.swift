@@ -129,6 +129,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// Set when a decoding bound was crossed: the transfer ended with `.dataLengthExceedsMaximum`.
     private var decodingLimitCrossed: String?
 
+    /// Counts the connections this transfer opens and uses (`http.client.open_connections`), when metrics are on.
+    private let connectionObserver: CurlConnectionObserver?
+
     /// libcurl's detailed message for the transfer's failure (`CURLOPT_ERRORBUFFER`).
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
 
@@ -136,7 +139,7 @@ final class CurlTransfer: @unchecked Sendable {
         request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
         idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
-        flowControl: FlowControl? = nil, events: Events
+        flowControl: FlowControl? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil
     ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         self.method = (request.httpMethod ?? "GET").uppercased()
@@ -150,6 +153,8 @@ final class CurlTransfer: @unchecked Sendable {
         self.events = events
         self.answersChallenges = !credentials.isEmpty
         self.decodingLimits = decodingLimits
+        self.connectionObserver = connectionObserver
+        connectionObserver?.attach(to: easy)
         errorBuffer.initialize(repeating: 0, count: 256)
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if isTLS { _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue) }
@@ -437,10 +442,11 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Runs once the connection is ready and before any request byte: refuse unless the policy passed, and refuse
     /// to send a non-idempotent request a second time.
-    private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, _ in
+    private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, localPort in
         guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
+        transfer.connectionObserver?.requestStarted(localPort: localPort)
         // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
         // libcurl sending the request again because a reused connection failed before any response byte: for a POST
         // that may have reached the server only the caller (its retrier) may decide that; an idempotent request goes
@@ -586,6 +592,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
+        connectionObserver?.transferEnded()
         events.timings(timings())
         hasQueuedEvents = true
         defer { flushEvents() }

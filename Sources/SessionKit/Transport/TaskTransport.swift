@@ -37,6 +37,8 @@ struct TransportTaskOptions: Sendable {
     var tlsVersions = TLSVersionRange()
     /// How far a `Content-Encoding` body may inflate (the Foundation transport cannot see the wire).
     var decodingLimits = CurlTransfer.DecodingLimits()
+    /// Where the curl transport reports the connections the task opens, when the manager has metrics.
+    var connectionEvents: (any ConnectionEvents)?
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

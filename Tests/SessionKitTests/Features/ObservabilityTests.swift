@@ -281,6 +281,44 @@ final class ObservabilityTests: LoopbackTestCase {
         XCTAssertEqual(meter.lastValue, 0)
     }
 
+    // MARK: - Connections (curl transport)
+
+    private func connectionMeter(_ state: String) throws -> TestMeter {
+        try metrics.expectMeter(
+            "http.client.open_connections",
+            [
+                ("url.scheme", "http"), ("server.address", "127.0.0.1"), ("server.port", String(server.port)),
+                ("http.connection.state", state),
+            ])
+    }
+
+    func testKeptAliveConnectionIsActiveDuringEachRequestAndIdleBetween() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport == .foundation,
+            "URLSession on Linux does not show its connections: no open_connections on the Foundation transport")
+        let manager = observedManager()
+        _ = try await manager.get("get")
+        _ = try await manager.get("get")
+        XCTAssertEqual(server.connectionCount, 1)
+        XCTAssertEqual(try connectionMeter("active").values, [1, 0, 1, 0])
+        XCTAssertEqual(try connectionMeter("idle").values, [1, 0, 1])
+        XCTAssertTrue(metrics.timers(label: "http.client.connection.duration").isEmpty, "the connection is open")
+    }
+
+    func testClosedConnectionIsNoLongerOpenAndItsDurationIsRecorded() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport == .foundation,
+            "URLSession on Linux does not show its connections: no connection metrics on the Foundation transport")
+        let manager = observedManager()
+        _ = try await manager.get("get", headers: ["Connection": "close"])
+        XCTAssertEqual(try connectionMeter("active").values, [1, 0])
+        XCTAssertTrue(metrics.meters(label: "http.client.open_connections").allSatisfy { $0.lastValue == 0 })
+        let duration = try metrics.expectTimer(
+            "http.client.connection.duration",
+            [("url.scheme", "http"), ("server.address", "127.0.0.1"), ("server.port", String(server.port))])
+        XCTAssertEqual(duration.values.count, 1)
+    }
+
     // MARK: - Off switches
 
     func testNilTracerSendsNoTraceparentAndRecordsNoSpan() async throws {
