@@ -136,7 +136,8 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             // bytes: a task that would end with neither fails instead.
             error = Self.error(.badServerResponse, "The task ended without a response or an error.", of: task)
         }
-        delegate?.telemetry?.complete(task, error: error)
+        let telemetry = delegate?.telemetry ?? (task as? SessionWebSocketTask).flatMap(registry.takeTelemetry(of:))
+        telemetry?.complete(task, error: error)
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
     }

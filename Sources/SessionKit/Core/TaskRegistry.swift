@@ -25,6 +25,19 @@ final class TaskRegistry: Sendable {
     /// handlers).
     private let streams = Protected<[ObjectIdentifier: URLSessionTask]>([:])
 
+    /// The spans of WebSocket tasks (the other tasks' are their delegates').
+    private let streamTelemetry = Protected<[ObjectIdentifier: TaskTelemetry]>([:])
+
+    /// Registers the span of WebSocket task `task` until it completes.
+    func add(_ telemetry: TaskTelemetry, of task: SessionWebSocketTask) {
+        streamTelemetry.write { $0[ObjectIdentifier(task)] = telemetry }
+    }
+
+    /// Removes and returns the span of WebSocket task `task`.
+    func takeTelemetry(of task: SessionWebSocketTask) -> TaskTelemetry? {
+        streamTelemetry.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+    }
+
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
         delegates.write { $0[ObjectIdentifier(delegate.task)] = delegate }

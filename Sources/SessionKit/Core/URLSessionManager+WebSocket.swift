@@ -42,6 +42,11 @@ extension URLSessionManager {
     ///
     /// - Parameter request: The upgrade request (its method and body are not used).
     public func webSocketTask(with request: URLRequest) -> SessionWebSocketTask {
+        // A span for the connection, from the handshake to the close; its trace context goes with the handshake.
+        var request = request
+        let telemetry = self.telemetry.read { $0.active }.flatMap {
+            $0.beginConnection(&request, delegateQueue: delegateDispatchQueue)
+        }
         let configuration = sessionConfiguration
         let endpoint = request.url.flatMap(WebSocketHandshake.endpoint(of:))
         let handshake = WebSocketHandshake(
@@ -75,6 +80,7 @@ extension URLSessionManager {
                     refusal: refusal))
             let made = SessionWebSocketTask(driver: driver)
             if refusal == nil { registry.add(made) }
+            if let telemetry { registry.add(telemetry, of: made) }
             return made
         }
     }

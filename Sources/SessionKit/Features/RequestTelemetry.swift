@@ -54,4 +54,13 @@ extension RequestTelemetry.Active {
             delegateQueue: delegateQueue,
             first: attempt, resendCount: resendCount, request: &request)
     }
+
+    /// Starts the span of the WebSocket connection that `request` opens (its trace context put into the handshake);
+    /// its metrics are not HTTP requests' and are not recorded. Nil without tracing or without a URL with a host.
+    func beginConnection(_ request: inout URLRequest, delegateQueue: DispatchQueue) -> TaskTelemetry? {
+        guard let tracing, let attempt = AttemptDescription(request) else { return nil }
+        return TaskTelemetry(
+            tracing: tracing, metrics: nil, parent: ServiceContext.current ?? .topLevel, delegateQueue: delegateQueue,
+            first: attempt, resendCount: 0, request: &request)
+    }
 }
