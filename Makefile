@@ -116,7 +116,8 @@ docs-check:
 	echo "docs-check: 0 DocC warnings"
 
 ## consumer-check: a scratch package in a temporary directory that depends on this one by path and imports
-## SessionKit must resolve swift-http-types and swift-log and nothing else (CI).
+## SessionKit must resolve the API packages of decision 10 and nothing else: swift-distributed-tracing,
+## swift-http-types, swift-log, swift-metrics and swift-service-context (CI).
 consumer-check:
 	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; mkdir -p "$$dir/Sources/Consumer"; \
 	printf '%s\n' '// swift-tools-version:6.0' 'import PackageDescription' 'let package = Package(' \
@@ -127,8 +128,9 @@ consumer-check:
 	(cd "$$dir" && $(SWIFT) package resolve > resolve.log 2>&1) || { cat "$$dir/resolve.log"; exit 1; }; \
 	fetched=$$(ls "$$dir/.build/checkouts" | tr '\n' ' ' | sed 's/ $$//'); \
 	echo "consumer-check: fetched $$fetched ($$(du -sh "$$dir/.build/checkouts" | cut -f1))"; \
-	[ "$$fetched" = "swift-http-types swift-log" ] || \
-	  { echo "consumer-check: a consumer must resolve swift-http-types and swift-log only"; exit 1; }
+	[ "$$fetched" = "swift-distributed-tracing swift-http-types swift-log swift-metrics swift-service-context" ] || \
+	  { echo "consumer-check: a consumer must resolve swift-distributed-tracing, swift-http-types, swift-log," \
+	    "swift-metrics and swift-service-context only"; exit 1; }
 
 ## consumer-test: IntegrationTests/Consumer, a Swift 6 language-mode package depending on SessionKit by path, built
 ## with warnings as errors (a Sendable diagnostic fails it) and run: it serves 127.0.0.1:8080 itself, calls the closure
