@@ -169,6 +169,7 @@ struct Demo {
         try await streamStep(pinned)
         try await webSocketStep(pinned)
         try await eventsStep(server)
+        try await tracingStep(server)
     }
 
     /// 9. A TCP stream task that upgrades to TLS (STARTTLS), the pinning policy deciding in the handshake.
