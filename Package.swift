@@ -7,7 +7,8 @@ import PackageDescription
 //
 // The core library (`SessionKit`) depends only on Foundation, FoundationNetworking, libcurl, OpenSSL, zlib (WebSocket
 // permessage-deflate; libcurl links it already) and the server ecosystem's API packages without I/O (swift-log,
-// swift-http-types): a package that depends on it resolves those and nothing else. `OpenAPISessionKit` (the
+// swift-http-types, swift-distributed-tracing with swift-service-context, swift-metrics): a package that depends on it
+// resolves those and nothing else. `OpenAPISessionKit` (the
 // swift-openapi-runtime `ClientTransport`) is a product of its own whose dependency on swift-openapi-runtime is
 // conditional on the trait `OpenAPI` (tools 6.1): SwiftPM resolves for a dependent whatever any product uses, so
 // without the trait every consumer of SessionKit would fetch the runtime. Its users ask for the trait; this repository
