@@ -11,7 +11,8 @@ import PackageDescription
 // - zlib for the server's permessage-deflate goes through `CBenchZlib` (the root package's `CZlib` is no product).
 // - Raw libcurl goes through `CBenchCurl`, the benchmark's own module map and typed setopt wrappers, since SessionKit
 //   imports its `CCurl` internally.
-// - swift-http-types for the HTTP core API's rows (`data(for: HTTPRequest)`); SessionKit depends on it too, so the
+// - swift-http-types for the HTTP core API's rows (`data(for: HTTPRequest)`), swift-distributed-tracing's
+//   `InMemoryTracer` and swift-metrics' `TestMetrics` for the traced row; SessionKit depends on them too, so the
 //   benchmark resolves nothing new.
 let package = Package(
     name: "SessionKitBenchmarks",
@@ -22,6 +23,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         .systemLibrary(
@@ -59,6 +62,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Sources/sessionkit-bench",
             swiftSettings: [.swiftLanguageMode(.v5)]

@@ -227,7 +227,7 @@ struct Bench {
         FileHandle.standardError.write(Data("  measuring instructions (callgrind)…\n".utf8))
         let instructions = try await instructionCounts(base: server.httpBase, small: quick ? 20 : 50, large: quick ? 120 : 250,
                                                        clients: [.libcurl, .urlSession, .ahc] + sessionKitAPIs
-                                                        + (quick ? [] : [.sessionKit]))
+                                                        + [.sessionKitCurlTraced] + (quick ? [] : [.sessionKit]))
         try? await loopback?.shutdown()
         stopServers()
 
@@ -311,7 +311,7 @@ struct Bench {
         }
         let curl = instructions[.libcurl] ?? nil
         let ahc = instructions[.ahc] ?? nil
-        for client in allClients {
+        for client in allClients + [.sessionKitCurlTraced] {
             guard let entry = instructions[client] else { continue }
             guard let count = entry else {
                 print("| nginx http | instructions per small GET (callgrind) | \(client.title) | n/a (failed under valgrind) | | | | |")
@@ -536,6 +536,8 @@ enum Client: String, CaseIterable {
     case sessionKitCurl = "sessionkit-curl", sessionKitCurlAsync = "sessionkit-curl-async"
     case sessionKitCurlGet = "sessionkit-curl-get", sessionKitCurlCore = "sessionkit-curl-core"
     case ahc, ahc64 = "ahc-64"
+    /// The task API with a recording tracer and metrics factory set on the manager (callgrind only).
+    case sessionKitCurlTraced = "sessionkit-curl-traced"
 
     var title: String {
         switch self {
@@ -547,6 +549,7 @@ enum Client: String, CaseIterable {
         case .sessionKitCurlAsync: return "SessionKit curl, async get(_:)"
         case .sessionKitCurlGet: return "SessionKit curl, closure get(_:…success:failure:)"
         case .sessionKitCurlCore: return "SessionKit curl, data(for: HTTPRequest)"
+        case .sessionKitCurlTraced: return "SessionKit curl, dataTask(with:), InMemoryTracer + TestMetrics"
         case .ahc: return "AsyncHTTPClient (default pool)"
         case .ahc64: return "AsyncHTTPClient (pool of 64)"
         }

@@ -1,5 +1,7 @@
 import CBenchCurl
 import Foundation
+import InMemoryTracing
+import MetricsTestKit
 import SessionKit
 import BenchServer
 
@@ -123,6 +125,13 @@ enum Measurement {
                                 caFile: https ? caFile : nil, latencies: latencies)
         case (.sessionKit, _), (.sessionKitCurl, _):
             let manager = makeManager(transport: client == .sessionKitCurl ? .curl : .foundation, https: https)
+            bytes = try runSessionKit(manager, scenario: scenario, url: url, count: count)
+        case (.sessionKitCurlTraced, _):
+            // Spans and metrics recorded in memory: the cost of SessionKit's observability with a backend, less the
+            // backend's export.
+            let manager = makeManager(transport: .curl, https: https)
+            manager.tracer = InMemoryTracer(recordInjections: false, recordExtractions: false)
+            manager.metricsFactory = TestMetrics()
             bytes = try runSessionKit(manager, scenario: scenario, url: url, count: count)
         case (.sessionKitCurlAsync, _):
             let manager = HTTPSessionManager(baseURL: URL(string: root), sessionConfiguration: configuration)

@@ -136,7 +136,9 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             // bytes: a task that would end with neither fails instead.
             error = Self.error(.badServerResponse, "The task ended without a response or an error.", of: task)
         }
-        let telemetry = delegate?.telemetry ?? (task as? SessionWebSocketTask).flatMap(registry.takeTelemetry(of:))
+        // A WebSocket task has no delegate; the cast is skipped for every other task.
+        let telemetry =
+            delegate != nil ? delegate?.telemetry : (task as? SessionWebSocketTask).flatMap(registry.takeTelemetry(of:))
         telemetry?.complete(task, error: error)
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
