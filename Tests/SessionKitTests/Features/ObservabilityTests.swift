@@ -220,6 +220,42 @@ final class ObservabilityTests: LoopbackTestCase {
         XCTAssertEqual(tracer.finishedSpans.count, 1)
     }
 
+    func testHTTP2AttemptRecordsItsProtocolVersionAndItsConnection() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport == .foundation,
+            "URLSession on Linux tells neither the protocol version nor its connections")
+        let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await tls.shutdown() } }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = .curl
+        let policy = SecurityPolicy(
+            pinningMode: .certificate,
+            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
+        policy.allowInvalidCertificates = true
+        manager.securityPolicy = policy
+        manager.tracer = tracer
+        manager.metricsFactory = metrics
+        let authority = "localhost:\(tls.port)"
+        let (_, response) = try await manager.data(
+            for: HTTPRequest(method: .get, scheme: "https", authority: authority, path: "/get"))
+        XCTAssertEqual(response.status.code, 200)
+        let spans = try await finishedSpans(1)
+        let span = try XCTUnwrap(spans.first)
+        XCTAssertEqual(attribute(span, "network.protocol.version"), "2")
+        XCTAssertEqual(attribute(span, "url.scheme"), "https")
+        XCTAssertEqual(attribute(span, "server.port"), .int64(Int64(tls.port)))
+        XCTAssertEqual(tls.requests.last?.traceparent, traceparent(of: span))
+        let active = try metrics.expectMeter(
+            "http.client.open_connections",
+            [
+                ("url.scheme", "https"), ("server.address", "localhost"), ("server.port", String(tls.port)),
+                ("http.connection.state", "active"),
+            ])
+        XCTAssertEqual(active.values, [1, 0])
+    }
+
     // MARK: - Metrics
 
     private static func requestDimensions(port: Int, method: String = "GET") -> [(String, String)] {
