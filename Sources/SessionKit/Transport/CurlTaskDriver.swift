@@ -285,8 +285,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
             flowControl: flowControl, events: events,
-            connectionObserver: environment.connectionEvents.flatMap { CurlConnectionObserver(events: $0, url: request.url) }
-        )
+            connectionObserver: environment.connectionEvents.flatMap {
+                CurlConnectionObserver(events: $0, url: request.url)
+            })
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
