@@ -23,12 +23,7 @@ extension URLSessionManager {
     /// ```
     public var tracer: (any Tracer)? {
         get { telemetry.read { $0.tracer } }
-        set {
-            telemetry.write {
-                $0.tracer = newValue
-                $0.resolve()
-            }
-        }
+        set { telemetry.write { $0.tracer = newValue } }
     }
 
     /// The factory of the OpenTelemetry HTTP client metrics of this manager's requests and connections
@@ -45,11 +40,6 @@ extension URLSessionManager {
     /// ```
     public var metricsFactory: (any MetricsFactory)? {
         get { telemetry.read { $0.metricsFactory } }
-        set {
-            telemetry.write {
-                $0.metricsFactory = newValue
-                $0.resolve()
-            }
-        }
+        set { telemetry.write { $0.metricsFactory = newValue } }
     }
 }

@@ -13,9 +13,13 @@ import Tracing
 /// count as off, so that a request of a manager with neither pays one read of ``active`` and nothing else.
 struct RequestTelemetry: Sendable {
     /// The tracer as set (``URLSessionManager/tracer``).
-    var tracer: (any Tracer)?
+    var tracer: (any Tracer)? {
+        didSet { resolve() }
+    }
     /// The metrics factory as set (``URLSessionManager/metricsFactory``).
-    var metricsFactory: (any MetricsFactory)?
+    var metricsFactory: (any MetricsFactory)? {
+        didSet { resolve() }
+    }
     /// What requests use: nil when neither traces nor metrics would record anything.
     private(set) var active: Active?
 
@@ -36,7 +40,7 @@ struct RequestTelemetry: Sendable {
     }
 
     /// Recomputes ``active`` after a change.
-    mutating func resolve() {
+    private mutating func resolve() {
         let tracing = tracer.flatMap { $0 is NoOpTracer ? nil : RequestTracing(tracer: $0) }
         let metrics = metricsFactory.flatMap { $0 is NOOPMetricsHandler ? nil : HTTPClientMetrics(factory: $0) }
         active = tracing == nil && metrics == nil ? nil : Active(tracing: tracing, metrics: metrics)

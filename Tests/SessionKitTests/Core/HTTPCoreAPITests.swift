@@ -28,16 +28,7 @@ final class HTTPCoreAPITests: LoopbackTestCase {
 
     /// A curl manager speaking HTTP/2 to `server` (TLS, the test root pinned).
     private func http2Manager() throws -> URLSessionManager {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
-        let manager = URLSessionManager(sessionConfiguration: configuration)
-        manager.transport = .curl
-        let policy = SecurityPolicy(
-            pinningMode: .certificate,
-            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
-        policy.allowInvalidCertificates = true
-        manager.securityPolicy = policy
-        return manager
+        try makeRootCAPinnedManager()
     }
 
     // MARK: - Buffered

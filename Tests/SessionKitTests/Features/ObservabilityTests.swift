@@ -226,15 +226,7 @@ final class ObservabilityTests: LoopbackTestCase {
             "URLSession on Linux tells neither the protocol version nor its connections")
         let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
         defer { Task { try? await tls.shutdown() } }
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
-        let manager = URLSessionManager(sessionConfiguration: configuration)
-        manager.transport = .curl
-        let policy = SecurityPolicy(
-            pinningMode: .certificate,
-            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
-        policy.allowInvalidCertificates = true
-        manager.securityPolicy = policy
+        let manager = try makeRootCAPinnedManager()
         manager.tracer = tracer
         manager.metricsFactory = metrics
         let authority = "localhost:\(tls.port)"

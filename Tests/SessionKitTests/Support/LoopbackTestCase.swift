@@ -40,6 +40,21 @@ class LoopbackTestCase: XCTestCase {
         manager.transport = transport
         return manager
     }
+
+    /// A manager on the curl transport that trusts the test root CA by pinning it (for the TLS and HTTP/2 servers),
+    /// with a short timeout.
+    func makeRootCAPinnedManager() throws -> URLSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        let manager = URLSessionManager(sessionConfiguration: configuration)
+        manager.transport = .curl
+        let policy = SecurityPolicy(
+            pinningMode: .certificate,
+            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
+        policy.allowInvalidCertificates = true
+        manager.securityPolicy = policy
+        return manager
+    }
 }
 
 /// Suspends until `body` calls its callback, failing the test (instead of hanging) after `timeout` seconds.
