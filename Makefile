@@ -111,7 +111,8 @@ docs: setup
 ## docs-check: `make docs`, failing on any DocC warning (CI). Compiler warnings are build-strict's to catch.
 docs-check:
 	@$(MAKE) --no-print-directory docs > $(DOCS_DIR).log 2>&1; status=$$?; cat $(DOCS_DIR).log; exit $$status
-	@n=$$(grep -c "^warning:" $(DOCS_DIR).log); \
+	@# SwiftPM's note on a dependency's files (swift-distributed-tracing's CMakeLists.txt) is not about our docs.
+	@n=$$(grep "^warning:" $(DOCS_DIR).log | grep -vc "which are unhandled; explicitly declare them"); \
 	if [ "$$n" -ne 0 ]; then echo "docs-check: $$n DocC warning(s)"; grep "^warning:" $(DOCS_DIR).log; exit 1; fi; \
 	echo "docs-check: 0 DocC warnings"
 
