@@ -63,8 +63,9 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
             ?? request
         if let request = decided, let delegate = registry.delegate(for: task) {
             // The redirect's attempt: a span of its own, whose trace context the followed request carries.
-            decided = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
-            delegate.willRedirect(response, to: request)
+            let followed = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
+            decided = followed
+            delegate.willRedirect(response, to: followed)
         }
         completionHandler(decided)
     }
@@ -284,8 +285,9 @@ extension SessionDelegateHub: TaskEventSink {
             ?? request
         if let request = decided, let delegate = registry.delegate(for: task) {
             // The redirect's attempt: a span of its own, whose trace context the followed request carries.
-            decided = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
-            delegate.willRedirect(response, to: request)
+            let followed = delegate.telemetry?.redirect(response, to: request, of: task) ?? request
+            decided = followed
+            delegate.willRedirect(response, to: followed)
         }
         return decided
     }
