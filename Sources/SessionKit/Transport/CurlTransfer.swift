@@ -65,7 +65,7 @@ final class CurlTransfer: @unchecked Sendable {
     private var bodyStreamFailed = false
 
     /// A credential answering an authentication challenge: the origin server's (401) or the proxy's (407).
-    struct Credential {
+    struct Credential: Equatable {
         let user: String
         let password: String
         /// The challenge's scheme, as libcurl's `CURLAUTH_…` bits.
