@@ -6,9 +6,10 @@ import Foundation
 
 /// Resumes and suspends a manager's tasks and posts its notifications.
 ///
-/// A curl-transport task (``CurlTask``) keeps URLSession's promises itself: its own `resume()` and `suspend()` work
-/// in every state (a loading task holds its transfer in libcurl) and post the notifications. A task of URLSession's
-/// own (the Foundation transport) needs guarding against two crashes of URLSession on Linux:
+/// A task its transport drives (``TransportDrivenTask``: the curl transport's, stream and WebSocket tasks) keeps
+/// URLSession's promises itself: its `resume()` and `suspend()` work in every state (a loading task holds its transfer
+/// in libcurl) and post the notifications. A task of URLSession's own (the Foundation transport) needs guarding against
+/// two crashes of URLSession on Linux:
 /// - `suspend()` on a task that is already loading stops the transfer later, on URLSession's internal work queue; if
 ///   a `resume()` lands before that stop has run, URLSession stops the process (`NativeProtocol.swift`). When the
 ///   stop runs cannot be observed from outside, so a loading task is not suspended at all: ``suspend(_:)`` says so
@@ -18,13 +19,8 @@ import Foundation
 struct TaskControl: Sendable {
     /// Resumes `task` if it is suspended, and then posts `Notification.Name.sessionKitTaskDidResume`.
     func resume(_ task: URLSessionTask) {
-        if let task = task as? CurlTask {
-            task.driver.resume()
-            return
-        }
-        if let task = task as? SessionStreamTask {
-            task.resume()
-            return
+        if let task = task as? TransportDrivenTask {
+            return task.transportResume()
         }
         guard task.state == .suspended else { return }
         task.resume()
@@ -37,11 +33,8 @@ struct TaskControl: Sendable {
     /// - Returns: Whether the task was suspended.
     @discardableResult
     func suspend(_ task: URLSessionTask) -> Bool {
-        if let task = task as? CurlTask {
-            return task.driver.suspend()
-        }
-        if let task = task as? SessionStreamTask {
-            return task.driver.suspend()
+        if let task = task as? TransportDrivenTask {
+            return task.transportSuspend()
         }
         guard task.state == .suspended else { return false }
         task.suspend()

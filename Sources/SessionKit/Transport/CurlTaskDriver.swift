@@ -354,9 +354,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     private func drain() {
-        #if DEBUG
-            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
-        #endif
+        // Checked in release builds too: the events' confinement is what every decision below relies on, and the
+        // check is one read of the current queue.
+        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         let events = observed.write { observed -> [Event] in
             observed.drainScheduled = false
             defer { observed.events.removeAll(keepingCapacity: true) }

@@ -26,7 +26,8 @@ struct FoundationTaskTransport: TaskTransport {
     var needsResourceDeadlines: Bool { true }
 
     func makeTask(
-        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
+        sink: TaskEventSink
     )
         -> TransportTask?
     {
