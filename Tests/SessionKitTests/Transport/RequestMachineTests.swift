@@ -208,7 +208,7 @@ final class RequestMachineTests: XCTestCase {
         guard case .decideRedirect = machine.transferEnded(failed: false) else { return XCTFail("a redirect") }
         XCTAssertEqual(machine.suspend(), .pauseTransfer)
         XCTAssertEqual(machine.taskState, .suspended)
-        XCTAssertEqual(machine.nextAttempt(), .startTransfer, "the decision is not lost while the caller holds the task")
+        XCTAssertEqual(machine.nextAttempt(), .startTransfer, "a decision is not lost while the task is held")
         XCTAssertEqual(describe(machine), "running(connecting paused)")
         XCTAssertTrue(machine.isPaused, "the new transfer holds at its first body bytes")
         XCTAssertEqual(machine.resume(), .resumeTransfer)
