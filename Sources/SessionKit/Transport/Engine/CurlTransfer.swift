@@ -557,7 +557,7 @@ final class CurlTransfer: @unchecked Sendable {
         let lines: [(String, String)]
 
         /// The head as an `HTTPURLResponse`: repeated fields joined with ", " under the first spelling of their name
-        /// (RFC 9110 5.3); nil if Foundation refuses it.
+        /// (RFC 9110 5.3), the lines kept as they came (``WireHTTPURLResponse``); nil if Foundation refuses it.
         func makeResponse() -> HTTPURLResponse? {
             var fields: [String: String] = [:]
             var names: [String] = []
@@ -569,7 +569,8 @@ final class CurlTransfer: @unchecked Sendable {
                     fields[name] = value
                 }
             }
-            return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields)
+            return WireHTTPURLResponse(
+                url: url, statusCode: statusCode, httpVersion: httpVersion, fields: fields, lines: lines)
         }
     }
 
