@@ -675,7 +675,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
-        made?.adoptProgress(delegate.uploadProgress, delegate.downloadProgress)
+        // Through the progress itself (it holds its task weakly): the task must not keep its delegate alive.
+        let progress = delegate.progress
+        made?.adoptProgress({ progress.upload }, { progress.download })
         if let implicit = implicitObservation {
             _ = implicit.request.taskStarted(task)
             implicit.request.setCancelHandler { [weak task] in task?.cancel() }

@@ -61,8 +61,9 @@ struct TransportTask {
     /// Whether the per-task delegate writes a download's body to its temporary file (a transport without download
     /// machinery of its own hands it the bytes).
     let writesBodyToFile: Bool
-    /// Makes the per-task delegate's progress the task's own (`task.progress`), given (upload, download).
-    let adoptProgress: (Progress, Progress) -> Void
+    /// Makes the per-task delegate's progress the task's own (`task.progress`), given how to get (upload, download):
+    /// the `Progress` objects are built only when asked for.
+    let adoptProgress: (@escaping @Sendable () -> Progress, @escaping @Sendable () -> Progress) -> Void
 }
 
 extension Transport {

@@ -58,7 +58,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         var engine: CurlEngine?
         var events: [Event] = []
         var drainScheduled = false
-        var progress: Progress?
+        var progressSource: (@Sendable () -> Progress)?
     }
 
     /// The task's identifier, unique in its manager.
@@ -98,10 +98,12 @@ final class CurlTaskDriver: @unchecked Sendable {
     var countOfBytesExpectedToSend: Int64 { observed.read { $0.bytesExpectedToSend } }
     var countOfBytesReceived: Int64 { observed.read { $0.bytesReceived } }
     var countOfBytesExpectedToReceive: Int64 { observed.read { $0.bytesExpectedToReceive } }
-    /// The progress the per-task delegate reports (set by the manager once the delegate exists).
-    var progress: Progress? {
-        get { observed.read { $0.progress } }
-        set { observed.write { $0.progress = newValue } }
+    /// The progress the per-task delegate reports (built when first asked for).
+    var progress: Progress? { observed.read { $0.progressSource }?() }
+    /// Where ``progress`` comes from (set by the manager once the per-task delegate exists).
+    var progressSource: (@Sendable () -> Progress)? {
+        get { observed.read { $0.progressSource } }
+        set { observed.write { $0.progressSource = newValue } }
     }
 
     // MARK: - Control (any thread)

@@ -66,7 +66,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         let isUpload = task is URLSessionUploadTask
         return TransportTask(
             task: task, flowControl: driver.flowControl, writesBodyToFile: source.isDownload,
-            adoptProgress: { upload, download in driver.progress = isUpload ? upload : download })
+            adoptProgress: { upload, download in driver.progressSource = isUpload ? upload : download })
     }
 
     /// A stream task to `host`:`port` under `options`, reporting to `sink`, not resumed.
