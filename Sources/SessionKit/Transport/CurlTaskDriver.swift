@@ -30,6 +30,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         /// The serial queue under the manager's delegate `OperationQueue`: every event and decision runs there, in
         /// a block of its own (an `Operation` per drain cost about 35k instructions per request).
         let delegateQueue: DispatchQueue
+        /// Resolved addresses, local address, response-head timeout.
+        var connection = ConnectionOptions()
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -282,7 +284,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, events: events)
+            flowControl: flowControl, connection: environment.connection, events: events)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC

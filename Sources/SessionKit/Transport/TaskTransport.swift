@@ -11,6 +11,10 @@ protocol TaskTransport: Sendable {
     /// Why a task for `request` cannot run under `policy` on this transport, if it cannot.
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError?
 
+    /// Why a task for `request` cannot run with `connection` on this transport (a Unix socket URL, a resolved or
+    /// local address, a response-head timeout, a SOCKS proxy), if it cannot.
+    func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError?
+
     /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
     var resumesDownloads: Bool { get }
 
@@ -37,6 +41,8 @@ struct TransportTaskOptions: Sendable {
     var tlsVersions = TLSVersionRange()
     /// How far a `Content-Encoding` body may inflate (the Foundation transport cannot see the wire).
     var decodingLimits = CurlTransfer.DecodingLimits()
+    /// Resolved addresses, local address and response-head timeout (the curl transport's alone).
+    var connection = ConnectionOptions()
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.
@@ -55,7 +61,8 @@ struct TransportTask {
 extension Transport {
     /// A policy that pins cannot protect a plain-http request: refused on every transport, as AFNetworking does.
     static func pinningRefusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
-        guard policy.pinningMode != .none, request.url?.scheme?.lowercased() == "http" else { return nil }
+        guard policy.pinningMode != .none, ["http", "http+unix"].contains(request.url?.scheme?.lowercased() ?? "")
+        else { return nil }
         return SessionKitError.session(
             .policyNotEnforceable,
             "A pinning security policy needs https; \(request.url?.absoluteString ?? "the URL") is plain http.")
