@@ -175,12 +175,20 @@ final class ProxyTunnelTests: WebSocketTestCase {
     func testNOPROXYGoesDirectForTheEnvironmentsProxyAndTheConfigurations() async throws {
         let proxy = try await startProxy(.socks5())
         let origin = try await startOrigin()
-        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": "localhost"]) {
-            _ = try await httpManager(proxy: nil).get("http://localhost:\(origin.port)/get?env")
-            _ = try await httpManager(proxy: socksKeys(proxy.port)).get("http://localhost:\(origin.port)/get?keys")
+        // Two hosts, so that the second request does not reuse the first one's tunnel.
+        let (byName, byAddress) = ("http://localhost:\(origin.port)/get", origin.url("/get").absoluteString)
+        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)"]) {
+            _ = try await httpManager(proxy: nil).get(byName + "?env")
+            _ = try await httpManager(proxy: socksKeys(proxy.port)).get(byAddress + "?keys")
         }
-        XCTAssertEqual(origin.requests.map(\.uri), ["/get?env", "/get?keys"])
-        XCTAssertEqual(proxy.connectionCount, 0, "NO_PROXY names the host: straight to it")
+        XCTAssertEqual(proxy.destinations, ["localhost:\(origin.port)", "127.0.0.1:\(origin.port)"], "both proxied")
+        let noProxy = "localhost,127.0.0.1"
+        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
+            _ = try await httpManager(proxy: nil).get(byName + "?env-direct")
+            _ = try await httpManager(proxy: socksKeys(proxy.port)).get(byAddress + "?keys-direct")
+        }
+        XCTAssertEqual(origin.requests.map(\.uri), ["/get?env", "/get?keys", "/get?env-direct", "/get?keys-direct"])
+        XCTAssertEqual(proxy.connectionCount, 2, "NO_PROXY names the host: straight to it")
     }
 
     func testAnUnreachableProxyFromTheEnvironmentIsAnError() async throws {
@@ -242,8 +250,11 @@ final class ProxyTunnelTests: WebSocketTestCase {
         let port = try await closedPort()
         let (manager, completions) = makeManager { $0.connectionProxyDictionary = self.socksKeys(port) }
         let task = manager.webSocketTask(with: server.url("/echo"))
+        defer { task.cancel() }  // ends the wait below should the task wrongly connect
         task.resume()
-        let completion = await completions.completion(of: task)
+        let completion: Error? = try await awaitCallback(timeout: 15) { done in
+            Task { done(await completions.completion(of: task)) }
+        }
         XCTAssertEqual((completion as? URLError)?.code, .cannotConnectToHost)
         XCTAssertEqual(server.seen.connections, 0, "never a direct connection")
     }
