@@ -104,6 +104,25 @@ final class UnixSocketTests: XCTestCase {
         XCTAssertEqual(server.requests.last?.header("Host"), "localhost")
     }
 
+    func testAStreamedDownloadAndAnUploadOverASocket() async throws {
+        let server = try await startServer()
+        let manager = manager()
+        let authority = try XCTUnwrap(server.baseURL.host(percentEncoded: true))
+        let download = HTTPRequest(
+            method: .get, scheme: "http+unix", authority: authority, path: "/stream-bytes/100000?chunk_size=10000")
+        let count = try await manager.perform(download) { _, body in
+            var count = 0
+            for try await chunk in body { count += chunk.count }
+            return count
+        }
+        XCTAssertEqual(count, 100_000)
+        let upload = HTTPRequest(
+            method: .post, scheme: "http+unix", authority: authority, path: "/post", headerFields: [.contentType: "text/plain"])
+        let (data, response) = try await manager.upload(for: upload, from: Data("streamed over a socket".utf8))
+        XCTAssertEqual(response.status, .ok)
+        XCTAssertEqual(try json(data)["data"] as? String, "streamed over a socket")
+    }
+
     func testRedirectsStayOnTheSocket() async throws {
         let server = try await startServer()
         let result = try await manager(server.baseURL).get("redirect/2")
