@@ -198,8 +198,10 @@ private final class TunnelHandler: ChannelInboundHandler {
             length = 1 + Int(count)
         case 4:
             guard let address = pending.getBytes(at: start + 4, length: 16) else { return }
-            host = stride(from: 0, to: 16, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }
-                .joined(separator: ":")
+            host = stride(from: 0, to: 16, by: 2).map {
+                String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16)
+            }
+            .joined(separator: ":")
             length = 16
         default:
             reply(context, [5, 8, 0, 1, 0, 0, 0, 0, 0, 0])  // address type not supported

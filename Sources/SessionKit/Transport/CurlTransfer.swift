@@ -149,7 +149,8 @@ final class CurlTransfer: @unchecked Sendable {
         URLError(
             .timedOut,
             userInfo: userInfo.merging([
-                NSLocalizedDescriptionKey: "\(reason) (\(limit.rawValue))", SessionKitError.timeoutLimitKey: limit.rawValue,
+                NSLocalizedDescriptionKey: "\(reason) (\(limit.rawValue))",
+                SessionKitError.timeoutLimitKey: limit.rawValue,
             ]) { $1 })
     }
 

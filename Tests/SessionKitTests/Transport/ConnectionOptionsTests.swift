@@ -158,7 +158,8 @@ final class ConnectionOptionsTests: LoopbackTestCase {
         // The HTTP core API and the task API take the same limit.
         let core = await expectURLError(.timedOut) {
             _ = try await manager.data(
-                for: HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(self.server.port)", path: "/delay/4"))
+                for: HTTPRequest(
+                    method: .get, scheme: "http", authority: "127.0.0.1:\(self.server.port)", path: "/delay/4"))
         }
         XCTAssertEqual(core?.userInfo[SessionKitError.timeoutLimitKey] as? String, "timeoutIntervalForResponseHead")
         let task: Error? = try await awaitCallback { done in

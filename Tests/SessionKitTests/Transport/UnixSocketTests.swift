@@ -29,7 +29,9 @@ final class UnixSocketTests: XCTestCase {
         try await super.tearDown()
     }
 
-    private func startServer(_ name: String = "http.sock", tls: TestCertificates.Identity? = nil) async throws
+    private func startServer(
+        _ name: String = "http.sock", tls: TestCertificates.Identity? = nil
+    ) async throws
         -> LoopbackServer
     {
         let server = try await LoopbackServer.start(
@@ -86,7 +88,8 @@ final class UnixSocketTests: XCTestCase {
         var request = URLRequest(url: server.url("/headers"))
         request.setValue("api.internal", forHTTPHeaderField: "Host")
         let (response, error): (URLResponse?, Error?) = try await awaitCallback { done in
-            manager.dataTask(with: request, completionHandler: { response, _, error in done((response, error)) }).resume()
+            manager.dataTask(with: request, completionHandler: { response, _, error in done((response, error)) })
+                .resume()
         }
         XCTAssertNil(error)
         XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
@@ -117,7 +120,8 @@ final class UnixSocketTests: XCTestCase {
         }
         XCTAssertEqual(count, 100_000)
         let upload = HTTPRequest(
-            method: .post, scheme: "http+unix", authority: authority, path: "/post", headerFields: [.contentType: "text/plain"])
+            method: .post, scheme: "http+unix", authority: authority, path: "/post",
+            headerFields: [.contentType: "text/plain"])
         let (data, response) = try await manager.upload(for: upload, from: Data("streamed over a socket".utf8))
         XCTAssertEqual(response.status, .ok)
         XCTAssertEqual(try json(data)["data"] as? String, "streamed over a socket")
