@@ -164,14 +164,14 @@ final class CurlTransfer: @unchecked Sendable {
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(), events: Events
     ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
-        let unixSocket = UnixSocketURL(url)
+        let unixSocket = UnixSocketURL(url, hostField: request.value(forHTTPHeaderField: "Host"))
         self.method = (request.httpMethod ?? "GET").uppercased()
         self.mayResend = Self.idempotentMethods.contains(method)
         self.easy = easy
         self.url = url
         self.isTLS = url.scheme?.lowercased() == "https" || unixSocket?.isTLS == true
         self.handshake = HandshakeCheck(
-            policy: policy, host: unixSocket == nil ? url.host : UnixSocketURL.tlsHost(for: request))
+            policy: policy, host: unixSocket?.host ?? url.host)
         self.unixSocket = unixSocket
         self.responseHeadTimeout = connection.responseHeadTimeout
         self.idleTimeout = idleTimeout

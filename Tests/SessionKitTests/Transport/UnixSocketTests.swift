@@ -212,6 +212,20 @@ final class UnixSocketTests: XCTestCase {
         XCTAssertEqual(wrongName.requests.last?.header("Host"), "wrong.example")
     }
 
+    func testAConnectionVerifiedForOneNameNeverCarriesARequestForAnother() async throws {
+        let server = try await startServer("tls.sock", tls: TestCertificates.localhost)
+        let manager = manager()
+        manager.securityPolicy = try rootPinned()
+        _ = try await manager.get(server.url("/get").absoluteString)
+        var request = URLRequest(url: server.url("/get?other"))
+        request.setValue("wrong.example", forHTTPHeaderField: "Host")
+        let error: Error? = try await awaitCallback { done in
+            manager.dataTask(with: request, completionHandler: { _, _, error in done(error) }).resume()
+        }
+        XCTAssertEqual((error as? URLError)?.code, .serverCertificateUntrusted, "checked again for the other name")
+        XCTAssertEqual(server.requestCount, 1, "not sent over the connection verified for localhost")
+    }
+
     func testAPinningPolicyRefusesPlainHTTPOverASocket() async throws {
         let server = try await startServer()
         let manager = manager(server.baseURL)
