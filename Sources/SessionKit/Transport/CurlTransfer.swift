@@ -739,22 +739,17 @@ final class CurlTransfer: @unchecked Sendable {
                     userInfo)
             }
         }
-        if code == CURLE_INTERFACE_FAILED {
+        let connectFailure: String? =
+            code == CURLE_INTERFACE_FAILED
+            ? "The connection could not be bound to the local address (localAddress)"
+            : code == CURLE_COULDNT_CONNECT
+                ? unixSocket.map { "Could not connect to the Unix socket \($0.socketPath)" }
+                : nil
+        if let connectFailure {
             return URLError(
                 .cannotConnectToHost,
                 userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The connection could not be bound to the local address (localAddress): "
-                        + (curlDetail.isEmpty ? reason : curlDetail) + "."
-                ]) { $1 })
-        }
-        if let unixSocket, code == CURLE_COULDNT_CONNECT {
-            return URLError(
-                .cannotConnectToHost,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "Could not connect to the Unix socket \(unixSocket.socketPath): "
-                        + (curlDetail.isEmpty ? reason : curlDetail) + "."
+                    NSLocalizedDescriptionKey: "\(connectFailure): \(curlDetail.isEmpty ? reason : curlDetail)."
                 ]) { $1 })
         }
         if let crossed = decodingLimitCrossed {

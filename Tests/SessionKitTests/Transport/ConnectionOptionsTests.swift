@@ -16,29 +16,6 @@ final class ConnectionOptionsTests: LoopbackTestCase {
         makeManager(timeout: timeout, transport: .curl)
     }
 
-    private func rootPinned() throws -> SecurityPolicy {
-        let policy = SecurityPolicy(
-            pinningMode: .certificate,
-            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
-        policy.allowInvalidCertificates = true
-        return policy
-    }
-
-    private func expectURLError(
-        _ code: URLError.Code, file: StaticString = #filePath, line: UInt = #line, _ body: () async throws -> Void
-    ) async -> URLError? {
-        do {
-            try await body()
-            XCTFail("expected \(code)", file: file, line: line)
-        } catch let error as URLError {
-            XCTAssertEqual(error.code, code, error.localizedDescription, file: file, line: line)
-            return error
-        } catch {
-            XCTFail("unexpected \(error)", file: file, line: line)
-        }
-        return nil
-    }
-
     // MARK: - resolvedAddresses
 
     func testAResolvedNameReachesItsAddressThroughEveryAPI() async throws {
@@ -62,14 +39,14 @@ final class ConnectionOptionsTests: LoopbackTestCase {
         let tls = try await LoopbackServer.start(tls: TestCertificates.served("wrong-host"))  // for wrong.example
         defer { Task { try? await tls.shutdown() } }
         let manager = curlManager()
-        manager.securityPolicy = try rootPinned()
+        manager.securityPolicy = try .trustingTheTestRoot()
         manager.resolvedAddresses = ["wrong.example:\(tls.port)": "127.0.0.1"]
         let result = try await manager.get("https://wrong.example:\(tls.port)/get")
         XCTAssertEqual(result.statusCode, 200, "the certificate names wrong.example")
         XCTAssertEqual(tls.requests.last?.header("Host"), "wrong.example:\(tls.port)")
 
         let other = curlManager()
-        other.securityPolicy = try rootPinned()
+        other.securityPolicy = try .trustingTheTestRoot()
         other.resolvedAddresses = ["other.example:\(tls.port)": "127.0.0.1"]
         let error = await expectURLError(.serverCertificateUntrusted) {
             _ = try await other.get("https://other.example:\(tls.port)/get")

@@ -56,14 +56,6 @@ final class UnixSocketTests: XCTestCase {
         try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
 
-    private func rootPinned() throws -> SecurityPolicy {
-        let policy = SecurityPolicy(
-            pinningMode: .certificate,
-            pinnedCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
-        policy.allowInvalidCertificates = true
-        return policy
-    }
-
     // MARK: - Every API
 
     func testVerbsWithABaseURLReachTheSocketWithHostLocalhost() async throws {
@@ -187,14 +179,14 @@ final class UnixSocketTests: XCTestCase {
         let server = try await startServer("tls.sock", tls: TestCertificates.localhost)
         XCTAssertEqual(server.baseURL.scheme, "https+unix")
         let manager = manager(server.baseURL)
-        manager.securityPolicy = try rootPinned()
+        manager.securityPolicy = try .trustingTheTestRoot()
         let result = try await manager.get("get")
         XCTAssertEqual(result.statusCode, 200)
         XCTAssertEqual(server.requests.last?.isTLS, true)
 
         let wrongName = try await startServer("wrong.sock", tls: TestCertificates.served("wrong-host"))
         let refused = self.manager(wrongName.baseURL)
-        refused.securityPolicy = try rootPinned()
+        refused.securityPolicy = try .trustingTheTestRoot()
         do {
             _ = try await refused.get("get")
             XCTFail("a certificate for another name must fail")
@@ -215,7 +207,7 @@ final class UnixSocketTests: XCTestCase {
     func testAConnectionVerifiedForOneNameNeverCarriesARequestForAnother() async throws {
         let server = try await startServer("tls.sock", tls: TestCertificates.localhost)
         let manager = manager()
-        manager.securityPolicy = try rootPinned()
+        manager.securityPolicy = try .trustingTheTestRoot()
         _ = try await manager.get(server.url("/get").absoluteString)
         var request = URLRequest(url: server.url("/get?other"))
         request.setValue("wrong.example", forHTTPHeaderField: "Host")
@@ -229,7 +221,7 @@ final class UnixSocketTests: XCTestCase {
     func testAPinningPolicyRefusesPlainHTTPOverASocket() async throws {
         let server = try await startServer()
         let manager = manager(server.baseURL)
-        manager.securityPolicy = try rootPinned()
+        manager.securityPolicy = try .trustingTheTestRoot()
         do {
             _ = try await manager.get("get")
             XCTFail("pins cannot protect plain http")
