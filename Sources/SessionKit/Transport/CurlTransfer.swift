@@ -728,15 +728,16 @@ final class CurlTransfer: @unchecked Sendable {
         }
         let curlDetail = String(cString: errorBuffer)
         if code == CURLE_OPERATION_TIMEDOUT {
-            var connectTime = 0.0
-            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_CONNECT_TIME, &connectTime)
-            if connectTime == 0, idleTimeout > 0 {
-                return Self.timeout(.request, "No connection was made within \(idleTimeout) s.", userInfo)
-            }
-            if let totalTimeout, totalTimeout > 0 {
+            // libcurl's total limit is what was left of the resource timeout; its connect limit is the idle one.
+            var elapsed = 0.0
+            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &elapsed)
+            if let totalTimeout, totalTimeout > 0, elapsed + 0.01 >= totalTimeout {
                 return Self.timeout(
                     .resource, "The task ran out of its resource timeout (\(Int(totalTimeout * 1000)) ms were left).",
                     userInfo)
+            }
+            if idleTimeout > 0 {
+                return Self.timeout(.request, "No connection was made within \(idleTimeout) s.", userInfo)
             }
         }
         let connectFailure: String? =

@@ -156,10 +156,17 @@ final class ConnectionOptionsTests: LoopbackTestCase {
         XCTAssertEqual(result.data, Data("*****".utf8))
     }
 
-    func testTheIdleLimitNamesItselfToo() async throws {
+    func testTheIdleAndResourceLimitsNameThemselvesToo() async throws {
         let manager = curlManager(timeout: 1)
-        let error = await expectURLError(.timedOut) { _ = try await manager.get("/drip?delay=4&numbytes=1") }
-        XCTAssertEqual(error?.userInfo[SessionKitError.timeoutLimitKey] as? String, "timeoutIntervalForRequest")
+        let idle = await expectURLError(.timedOut) { _ = try await manager.get("/drip?delay=4&numbytes=1") }
+        XCTAssertEqual(idle?.userInfo[SessionKitError.timeoutLimitKey] as? String, "timeoutIntervalForRequest")
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForResource = 1.5
+        let bounded = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        bounded.transport = .curl
+        // Bytes keep coming (never idle), for longer than the whole task may take.
+        let total = await expectURLError(.timedOut) { _ = try await bounded.get("/drip?numbytes=8&duration=4") }
+        XCTAssertEqual(total?.userInfo[SessionKitError.timeoutLimitKey] as? String, "timeoutIntervalForResource")
     }
 
     func testANonPositiveResponseHeadTimeoutIsRefused() async throws {
