@@ -240,6 +240,42 @@ final class ProxyTunnelTests: WebSocketTestCase {
         XCTAssertEqual(server.seen.connections, 0, "never a direct connection")
     }
 
+    func testAWebSocketTakesTheEnvironmentsProxyAndItsNOPROXY() async throws {
+        let proxy = try await startProxy(.socks5())
+        let server = try await startServer()
+        let url = try XCTUnwrap(URL(string: "ws://localhost:\(server.port)/echo"))
+        for noProxy in [nil, "localhost"] {
+            try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
+                let (manager, completions) = makeManager()
+                let task = manager.webSocketTask(with: url)
+                task.resume()
+                try await task.send(.string("env"))
+                let echoed = try await task.receive()
+                XCTAssertEqual(echoed, .string("env"))
+                task.cancel(with: .normalClosure, reason: nil)
+                _ = await completions.completion(of: task)
+            }
+        }
+        XCTAssertEqual(proxy.destinations, ["localhost:\(server.port)"], "through the proxy once, then direct")
+        XCTAssertEqual(server.seen.connections, 2)
+    }
+
+    func testAStreamToADestinationTheProxyRefusesFails() async throws {
+        // The test proxy connects to loopback only; socks5h hands it the name unresolved, so nothing leaves the machine.
+        let proxy = try await startProxy(.socks5())
+        let (manager, completions) = makeManager { $0.connectionProxyDictionary = self.socksKeys(proxy.port) }
+        let task = manager.streamTask(withHostName: "blocked.example", port: 80)
+        task.resume()
+        do {
+            try await task.write(Data("x".utf8), timeout: 10)
+            XCTFail("the proxy refused the destination")
+        } catch let error as URLError {
+            XCTAssertEqual(error.code, .cannotConnectToHost)
+        }
+        _ = await completions.completion(of: task)
+        XCTAssertEqual(proxy.destinations, ["blocked.example:80"])
+    }
+
     func testAStreamTaskThroughSOCKS5() async throws {
         let proxy = try await startProxy(.socks5())
         let server = try await EchoServer.start()
