@@ -47,6 +47,10 @@ enum HTTPTypesBridge {
         guard (100...999).contains(response.statusCode) else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: response.url as Any])
         }
+        if let wire = response as? WireHTTPURLResponse {
+            // The lines as they came: a repeated field stays repeated (two `Set-Cookie` lines are two fields).
+            return HTTPResponse(status: .init(code: response.statusCode), headerFields: fields(from: wire.fieldLines))
+        }
         var fields = HTTPFields()
         for (name, value) in response.allHeaderFields {
             guard let name = name as? String, let value = value as? String, let fieldName = HTTPField.Name(name)

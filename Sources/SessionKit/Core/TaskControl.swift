@@ -4,31 +4,19 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Resumes and suspends a manager's tasks and posts its notifications.
+/// Resumes and suspends a manager's tasks and posts its notifications, whichever transport runs them.
 ///
-/// A curl-transport task (``CurlTask``) keeps URLSession's promises itself: its own `resume()` and `suspend()` work
-/// in every state (a loading task holds its transfer in libcurl) and post the notifications. A task of URLSession's
-/// own (the Foundation transport) needs guarding against two crashes of URLSession on Linux:
-/// - `suspend()` on a task that is already loading stops the transfer later, on URLSession's internal work queue; if
-///   a `resume()` lands before that stop has run, URLSession stops the process (`NativeProtocol.swift`). When the
-///   stop runs cannot be observed from outside, so a loading task is not suspended at all: ``suspend(_:)`` says so
-///   by returning false. A task that has not started yet can be suspended and resumed freely.
-/// - a task resumed while it runs restarts its transfer (and then stops the process when both end), so resuming a
-///   running task does nothing.
+/// A task its transport drives (``TransportDrivenTask``: the curl transport's, stream and WebSocket tasks) keeps
+/// URLSession's promises itself: its `resume()` and `suspend()` work in every state (a loading task holds its transfer
+/// in libcurl) and post the notifications. A task of URLSession's own goes through ``FoundationTaskTransport``, which
+/// guards it against URLSession's crashes on Linux.
 struct TaskControl: Sendable {
     /// Resumes `task` if it is suspended, and then posts `Notification.Name.sessionKitTaskDidResume`.
     func resume(_ task: URLSessionTask) {
-        if let task = task as? CurlTask {
-            task.driver.resume()
-            return
+        if let task = task as? TransportDrivenTask {
+            return task.transportResume()
         }
-        if let task = task as? SessionStreamTask {
-            task.resume()
-            return
-        }
-        guard task.state == .suspended else { return }
-        task.resume()
-        NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
+        FoundationTaskTransport.resume(task)
     }
 
     /// Suspends `task` (on the Foundation transport: unless it is loading), and posts
@@ -37,15 +25,9 @@ struct TaskControl: Sendable {
     /// - Returns: Whether the task was suspended.
     @discardableResult
     func suspend(_ task: URLSessionTask) -> Bool {
-        if let task = task as? CurlTask {
-            return task.driver.suspend()
+        if let task = task as? TransportDrivenTask {
+            return task.transportSuspend()
         }
-        if let task = task as? SessionStreamTask {
-            return task.driver.suspend()
-        }
-        guard task.state == .suspended else { return false }
-        task.suspend()
-        NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task)
-        return true
+        return FoundationTaskTransport.suspend(task)
     }
 }

@@ -39,7 +39,8 @@ final class TaskDelegate: @unchecked Sendable {
     /// The progress of receiving the response body.
     var downloadProgress: Progress { progress.download }
 
-    private let progress: TaskProgress
+    /// The task's progress counts, and its `Progress` objects once asked for.
+    let progress: TaskProgress
     private let sink: LimitedBodySink
     private let destination: DownloadDestination
     private let completionDelivery: CompletionDelivery
@@ -164,7 +165,7 @@ final class TaskDelegate: @unchecked Sendable {
         // The sink tells what it held only when that is news, which for resume data is always the case: the file
         // continues (its length) or was emptied (0).
         guard continuesResumeData, let held else { return nil }
-        return DownloadResumption(offset: held, expectedTotalBytes: progress.download.totalUnitCount)
+        return DownloadResumption(offset: held, expectedTotalBytes: progress.downloadTotal)
     }
 
     /// Asks for resume data when the task ends (it is then cancelled by the caller); false when the task keeps

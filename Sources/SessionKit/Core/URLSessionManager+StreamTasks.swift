@@ -40,12 +40,8 @@ extension URLSessionManager {
         // Under the session lock, as `makeTask` creates tasks: a task made while the session is being invalidated is
         // either refused or registered before the invalidation's cancel loop runs.
         return makeStreamTask { session, refusal in
-            // The session's delegate is the manager's hub; an invalidated session may have let it go, and a hub over
-            // the same registry and closures routes the same way.
-            let sink =
-                session.delegate as? TaskEventSink ?? SessionDelegateHub(registry: registry, overrides: overrides)
             let task = taskTransports.curl.makeStreamTask(
-                host: hostname, port: port, options: options, session: session, sink: sink, refusal: refusal)
+                host: hostname, port: port, options: options, session: session, sink: eventSink, refusal: refusal)
             if refusal == nil { registry.add(task) }
             return task
         }

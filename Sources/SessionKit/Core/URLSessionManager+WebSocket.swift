@@ -61,8 +61,7 @@ extension URLSessionManager {
         // Under the session lock, as stream tasks are made: one made while the session is being invalidated is either
         // refused or registered before the invalidation's cancel loop runs.
         return makeStreamTask { session, refusal in
-            let sink =
-                session.delegate as? TaskEventSink ?? SessionDelegateHub(registry: registry, overrides: overrides)
+            let sink = eventSink
             let refusal = refusal ?? invalidURL ?? handshake.fieldError
             let stream = taskTransports.curl.makeStreamTask(
                 host: endpoint?.host ?? "invalid", port: endpoint?.port ?? 0, options: options, session: session,

@@ -42,6 +42,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     private let resourceDeadlines: ResourceDeadlines?
     let overrides = Protected(DelegateOverrides())
     let control = TaskControl()
+    /// Where every task of this manager reports its events, whichever transport runs it: the delegate of each session
+    /// the manager builds, and handed to the curl transport with each task it makes.
+    let eventSink: SessionDelegateHub
 
     private struct SessionState {
         var session: URLSession?
@@ -81,6 +84,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public init(sessionConfiguration: URLSessionConfiguration? = nil) {
         self.sessionConfiguration = sessionConfiguration ?? .default
         self.additionalHeadersError = Self.additionalHeadersError(of: self.sessionConfiguration)
+        self.eventSink = SessionDelegateHub(registry: registry, overrides: overrides)
         self.taskTransports = TaskTransports(
             curl: CurlTaskTransport(
                 settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
@@ -580,9 +584,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 return
             }
             if cancelPendingTasks {
-                // The curl transport's tasks are SessionKit's: URLSession does not know them.
-                for task in registry.tasks
-                where task is CurlTask || task is SessionStreamTask || task is SessionWebSocketTask {
+                // The tasks a transport of SessionKit's drives: URLSession does not know them.
+                for task in registry.tasks where task is TransportDrivenTask {
                     task.cancel()
                 }
                 session.invalidateAndCancel()
@@ -679,7 +682,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 policy: policy, tlsVersions: tlsVersions,
                 decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
                 connection: connection)
-            return taskTransport.makeTask(for: source, uploadLength: uploadLength, options: options, session: session)
+            return taskTransport.makeTask(
+                for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }
         let created = made?.task
         let task: URLSessionTask
@@ -731,7 +735,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             control: control, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
-        made?.adoptProgress(delegate.uploadProgress, delegate.downloadProgress)
+        // Through the progress itself (it holds its task weakly): the task must not keep its delegate alive.
+        let progress = delegate.progress
+        made?.adoptProgress({ progress.upload }, { progress.download })
         if let implicit = implicitObservation {
             _ = implicit.request.taskStarted(task)
             implicit.request.setCancelHandler { [weak task] in task?.cancel() }
@@ -744,9 +750,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     /// Builds a session over a new delegate hub.
     private func makeSession() -> URLSession {
-        let hub = SessionDelegateHub(registry: registry, overrides: overrides)
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
-        return URLSession(configuration: configuration, delegate: hub, delegateQueue: operationQueue)
+        return URLSession(configuration: configuration, delegate: eventSink, delegateQueue: operationQueue)
     }
 
     private static func bodyStream(of source: TaskSource) -> InputStream? {

@@ -27,10 +27,23 @@ protocol TaskTransport: Sendable {
     ///   - uploadLength: The size of the body when known before sending.
     ///   - options: The security policy, TLS versions and decoding bounds the task runs under.
     ///   - session: The manager's session (the Foundation transport's tasks run in it; the closures of both receive it).
+    ///   - sink: Where the task reports its events (the manager's hub; URLSession reaches it as the session's
+    ///     delegate, the curl transport's tasks are handed it).
     func makeTask(
-        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
+        sink: TaskEventSink
     )
         -> TransportTask?
+}
+
+/// A task whose transport keeps URLSession's `resume()`/`suspend()` promises itself, in every state, and reports each
+/// change through the manager's event sink (the curl transport's tasks, stream and WebSocket tasks). A task that is not
+/// one is URLSession's own, which the manager guards as ``FoundationTaskTransport`` says.
+protocol TransportDrivenTask: URLSessionTask {
+    /// Resumes the task if it is suspended (a loading one lets its transfer go on).
+    func transportResume()
+    /// Suspends the task (a loading one holds its transfer); false when it was suspended already or has ended.
+    func transportSuspend() -> Bool
 }
 
 /// What a task runs under, besides its request.
@@ -54,8 +67,9 @@ struct TransportTask {
     /// Whether the per-task delegate writes a download's body to its temporary file (a transport without download
     /// machinery of its own hands it the bytes).
     let writesBodyToFile: Bool
-    /// Makes the per-task delegate's progress the task's own (`task.progress`), given (upload, download).
-    let adoptProgress: (Progress, Progress) -> Void
+    /// Makes the per-task delegate's progress the task's own (`task.progress`), given how to get (upload, download):
+    /// the `Progress` objects are built only when asked for.
+    let adoptProgress: (@escaping @Sendable () -> Progress, @escaping @Sendable () -> Progress) -> Void
 }
 
 extension Transport {

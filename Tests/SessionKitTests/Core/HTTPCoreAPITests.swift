@@ -60,6 +60,23 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         XCTAssertEqual(missing.status.code, 404, "a status is a response, not an error")
     }
 
+    func testRepeatedResponseFieldsStayRepeatedAsOnTheWire() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "URLSession on Linux hands over the head as a dictionary: repeated lines arrive joined")
+        let manager = makeManager()
+        let path = "/response-headers?Set-Cookie=a%3D1&Set-Cookie=b%3D2&X-Order=first&X-Order=second"
+        let (_, response) = try await manager.data(for: request(.get, path))
+        XCTAssertEqual(
+            response.headerFields[values: .setCookie], ["a=1", "b=2"], "two Set-Cookie lines are two fields (RFC 6265)")
+        XCTAssertEqual(response.headerFields[values: HTTPField.Name("X-Order")!], ["first", "second"])
+        let streamed = try await manager.perform(request(.get, path)) { response, body in
+            for try await _ in body {}
+            return response.headerFields[values: .setCookie]
+        }
+        XCTAssertEqual(streamed, ["a=1", "b=2"], "the same through perform")
+    }
+
     func testUploadFromDataAndFromFile() async throws {
         let manager = makeManager()
         let text: HTTPFields = [.contentType: "text/plain"]

@@ -55,14 +55,6 @@ class WebSocketTestCase: XCTestCase {
         return (manager, TaskCompletionObserver(observing: manager))
     }
 
-    /// Waits until `condition` holds, 5 s at most.
-    func waitUntil(
-        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
-    ) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
-    }
-
     /// The next message of `task`, or the error that ended it.
     func receive(_ task: SessionWebSocketTask) async throws -> Result<SessionWebSocketTask.Message, Error> {
         try await awaitCallback { done in task.receive { done($0) } }

@@ -132,6 +132,33 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(seen.wrappedValue, ["/redirect/1"])
     }
 
+    func testARedirectDecidedWhileTheTaskIsSuspendedWaitsForResumeAndIsNotLost() async throws {
+        let manager = makeManager(transport: .curl)
+        // The manager's redirect closure runs while the redirect is being decided: the caller suspends the task there.
+        manager.taskWillPerformHTTPRedirection = { _, task, _, request in
+            task.suspend()
+            return request
+        }
+        let completions = LockedBox<[Int]>([])
+        let finished = expectation(description: "completion")
+        let task = manager.dataTask(with: URLRequest(url: server.url("/redirect/1"))) { response, _, error in
+            completions.write { $0.append((response as? HTTPURLResponse)?.statusCode ?? -1) }
+            XCTAssertNil(error)
+            finished.fulfill()
+        }
+        task.resume()
+        // The next attempt starts, held at its first body bytes: the server sees it, the task stays suspended.
+        try await waitUntil("the redirect's request reaches the server") { server.requests.map(\.uri).contains("/get") }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(task.state, .suspended)
+        XCTAssertEqual(completions.wrappedValue, [], "a suspended task does not complete")
+        task.resume()
+        await fulfillment(of: [finished], timeout: 10)
+        XCTAssertEqual(completions.wrappedValue, [200])
+        XCTAssertEqual(task.currentRequest?.url?.path, "/get")
+        XCTAssertEqual(server.requests.map(\.uri), ["/redirect/1", "/get"], "each request sent once")
+    }
+
     func testRedirectToAnotherOriginDropsCredentials() async throws {
         let other = try await LoopbackServer.start()
         defer { Task { try? await other.shutdown() } }

@@ -687,14 +687,6 @@ final class StreamTaskTests: XCTestCase {
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
-    /// Waits until `condition` holds, 5 s at most.
-    private func waitUntil(
-        _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () -> Bool
-    ) async throws {
-        for _ in 0..<500 where !condition() { try await Task.sleep(nanoseconds: 10_000_000) }
-        XCTAssertTrue(condition(), "timed out waiting: \(what)", file: file, line: line)
-    }
-
     // MARK: - Async forms
 
     func testAsyncWritesAndTheChunksSequence() async throws {

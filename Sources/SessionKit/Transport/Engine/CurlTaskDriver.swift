@@ -6,15 +6,17 @@ import Foundation
 
 /// One task of the curl transport from creation to its one completion: the state its task object reports (from any
 /// thread), its transfers on a ``CurlEngine``, the redirects and challenges between them, and the events it hands to
-/// the manager's ``TaskEventSink``.
+/// the manager's ``TaskEventSink``. What happens next is decided by the task's ``RequestMachine`` (an I/O-free value);
+/// this class only performs the actions the machine returns, and the HTTP cache's (``CacheExchange``).
 ///
 /// Events go one way, in one hop: the engine thread queues what a transfer reported (``Event``) and, at the end of
 /// its pass, schedules one drain on the manager's delegate queue, which hands them to the sink in order. Decisions
 /// (follow a redirect, answer a challenge, start the next transfer) are taken there too. `resume()`, `suspend()`
-/// and `cancel()` may come from any thread; the ``TransferLifecycle`` they share with the events lives in one lock.
+/// and `cancel()` may come from any thread; the machine they share with the events lives in one lock.
 final class CurlTaskDriver: @unchecked Sendable {
-    // @unchecked Sendable: `observed` is a `Protected` box; `conversation` is used on the delegate queue only (and
-    // by the first `start`, before any transfer or event exists); the rest is immutable after `init`.
+    // @unchecked Sendable: `observed` is a `Protected` box; `cache` and `backgroundRevalidation` are used on the
+    // delegate queue only (and by the first `start`, before any transfer or event exists); the rest is immutable
+    // after `init`.
 
     /// What a task needs from its manager.
     struct Environment: Sendable {
@@ -45,7 +47,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     private struct Observed {
-        var lifecycle = TransferLifecycle()
+        var machine = RequestMachine()
         var completionDelivered = false
         var response: URLResponse?
         var currentRequest: URLRequest
@@ -58,54 +60,38 @@ final class CurlTaskDriver: @unchecked Sendable {
         var engine: CurlEngine?
         var events: [Event] = []
         var drainScheduled = false
-        var progress: Progress?
-    }
-
-    /// What the delegate queue keeps between events: redirects followed, challenges answered, the response held
-    /// for a decision.
-    private struct Conversation {
-        var redirects = RedirectState()
-        var challengeFailures = (server: 0, proxy: 0)
-        /// The server's credential only goes to the origin that asked for it.
-        var serverCredential: (credential: CurlTransfer.Credential, origin: String)?
-        var proxyCredential: CurlTransfer.Credential?
-        /// When the resource timeout ends the task, set when its first transfer starts.
-        var deadline: Date?
-        /// A redirect or challenge response of the running transfer, with the body kept for a challenge.
-        var held: (response: HTTPURLResponse, challenge: AuthenticationChallengeHeader?, body: Data)?
-        /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
-        var cache: CacheExchange?
-        /// The cache's background revalidation of a response served stale, while it runs.
-        var backgroundRevalidation: CacheExchange?
+        var progressSource: (@Sendable () -> Progress)?
     }
 
     /// The task's identifier, unique in its manager.
     let taskIdentifier: Int
     /// The request the task was created with.
     let originalRequest: URLRequest
-    /// Back-pressure between the transfer and the per-task delegate.
+    /// Back-pressure between the transfer and the per-task delegate; the caller's pause is the machine's.
     let flowControl = FlowControl()
     /// The public task object this driver runs (it owns the driver).
     weak var task: URLSessionTask?
 
     private let environment: Environment
     private let observed: Protected<Observed>
-    private var conversation = Conversation()
-    /// A challenge's body is kept for delivery up to this size (a challenge's page is small).
-    private static let heldBodyLimit = 1 << 20
+    /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
+    private var cache: CacheExchange?
+    /// The cache's background revalidation of a response served stale, while it runs.
+    private var backgroundRevalidation: CacheExchange?
 
     init(taskIdentifier: Int, request: URLRequest, expectedToSend: Int64, environment: Environment) {
         self.taskIdentifier = taskIdentifier
         self.originalRequest = request
         self.environment = environment
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
-        conversation.cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
+        cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
+        flowControl.callerHolds = { [weak self] in self?.observed.read { $0.machine.isPaused } ?? false }
     }
 
     // MARK: - What the task reports (any thread)
 
     var state: URLSessionTask.State {
-        observed.read { $0.completionDelivered ? .completed : $0.lifecycle.taskState }
+        observed.read { $0.completionDelivered ? .completed : $0.machine.taskState }
     }
     var response: URLResponse? { observed.read { $0.response } }
     var currentRequest: URLRequest? { observed.read { $0.currentRequest } }
@@ -114,22 +100,24 @@ final class CurlTaskDriver: @unchecked Sendable {
     var countOfBytesExpectedToSend: Int64 { observed.read { $0.bytesExpectedToSend } }
     var countOfBytesReceived: Int64 { observed.read { $0.bytesReceived } }
     var countOfBytesExpectedToReceive: Int64 { observed.read { $0.bytesExpectedToReceive } }
-    /// The progress the per-task delegate reports (set by the manager once the delegate exists).
-    var progress: Progress? {
-        get { observed.read { $0.progress } }
-        set { observed.write { $0.progress = newValue } }
+    /// The progress the per-task delegate reports (built when first asked for).
+    var progress: Progress? { observed.read { $0.progressSource }?() }
+    /// Where ``progress`` comes from (set by the manager once the per-task delegate exists).
+    var progressSource: (@Sendable () -> Progress)? {
+        get { observed.read { $0.progressSource } }
+        set { observed.write { $0.progressSource = newValue } }
     }
 
     // MARK: - Control (any thread)
 
     func resume() {
-        let action = observed.write { $0.lifecycle.resume() }
+        let action = observed.write { $0.machine.resume() }
         switch action {
         case .startTransfer:
             notify(resumed: true)
             start(prepared(originalRequest), onDelegateQueue: false)
         case .resumeTransfer:
-            flowControl.release()
+            flowControl.callerReleased()
             notify(resumed: true)
         case .countedResume:
             notify(resumed: true)
@@ -142,10 +130,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// the task is paused already or ended.
     @discardableResult
     func suspend() -> Bool {
-        switch observed.write({ $0.lifecycle.suspend() }) {
-        case .pauseTransfer:
-            _ = flowControl.hold()
-        case .countedSuspension:
+        switch observed.write({ $0.machine.suspend() }) {
+        case .pauseTransfer, .countedSuspension:
             break
         default:
             return false
@@ -157,8 +143,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     func cancel() {
         let cancelled = Self.error(.cancelled, "The task was cancelled.", url: originalRequest.url)
         let (action, transfer, engine) = observed.write {
-            observed -> (TransferLifecycle.Action, CurlTransfer?, CurlEngine?) in
-            let action = observed.lifecycle.cancel()
+            observed -> (RequestMachine.ControlAction, CurlTransfer?, CurlEngine?) in
+            let action = observed.machine.cancel()
             guard action == .stopAndCompleteCancelled else { return (action, nil, nil) }
             observed.error = cancelled
             defer { (observed.transfer, observed.engine) = (nil, nil) }
@@ -200,11 +186,10 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// and moves there when the cache must read its `URLCache` (which may read its disk).
     private func start(_ request: URLRequest, onDelegateQueue: Bool) {
         let settings = environment.settings
-        if conversation.deadline == nil, settings.resourceTimeout > 0, settings.resourceTimeout.isFinite {
-            conversation.deadline = Date().addingTimeInterval(settings.resourceTimeout)
+        let plan = observed.write {
+            $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())
         }
-        let remaining = conversation.deadline.map { $0.timeIntervalSinceNow }
-        if let remaining, remaining <= 0 {
+        guard case .start(let credentials, let remaining) = plan else {
             return fail(
                 Self.error(.timedOut, "The request took longer than the session's resource timeout.", url: request.url))
         }
@@ -217,13 +202,9 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request.setValue(value, forHTTPHeaderField: field)
             }
         }
-        var credentials: [CurlTransfer.Credential] = conversation.proxyCredential.map { [$0] } ?? []
-        if let server = conversation.serverCredential, server.origin == RedirectState.origin(of: request.url) {
-            credentials.append(server.credential)  // never to another origin after a redirect
-        }
         // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
         let wireCredential = credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" }
-        if let plan = conversation.cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
+        if let plan = cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:
                 let original = request
@@ -293,10 +274,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         _ entry: CacheEntry, with request: URLRequest, credential: String?, credentials: [CurlTransfer.Credential],
         remaining: TimeInterval?
     ) {
-        guard var exchange = conversation.cache.map({ CacheExchange(cache: $0.cache, policy: environment.policy) })
+        guard var exchange = cache.map({ CacheExchange(cache: $0.cache, policy: environment.policy) })
         else { return }
         exchange.prepareBackgroundRevalidation(of: entry, request: request, credential: credential)
-        conversation.backgroundRevalidation = exchange
+        backgroundRevalidation = exchange
         let limit = exchange.cache.maximumBodySize
         // The body, until it grows past what the cache would store (then nil: nothing is stored).
         let answer = Protected<(head: CurlTransfer.ResponseHead?, body: Data?)>((nil, Data()))
@@ -312,9 +293,9 @@ final class CurlTaskDriver: @unchecked Sendable {
                 environment.delegateQueue.async { [self] in
                     let (head, body) = answer.read { ($0.head, $0.body) }
                     let complete = error == nil && body != nil
-                    conversation.backgroundRevalidation?.endBackgroundRevalidation(
+                    backgroundRevalidation?.endBackgroundRevalidation(
                         response: complete ? head?.makeResponse() : nil, body: body ?? Data())
-                    conversation.backgroundRevalidation = nil
+                    backgroundRevalidation = nil
                 }
             },
             uploadProgress: { _, _ in })
@@ -324,8 +305,8 @@ final class CurlTaskDriver: @unchecked Sendable {
                 maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost),
             engine.add(transfer)
         else {
-            conversation.backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
-            conversation.backgroundRevalidation = nil
+            backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
+            backgroundRevalidation = nil
             return
         }
     }
@@ -339,7 +320,7 @@ final class CurlTaskDriver: @unchecked Sendable {
                     maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
-                guard !observed.lifecycle.isTerminal else { return false }
+                guard !observed.machine.isTerminal else { return false }
                 (observed.transfer, observed.engine) = (transfer, engine)
                 return true
             }
@@ -377,16 +358,16 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     private func drain() {
-        #if DEBUG
-            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
-        #endif
+        // Checked in release builds too: the events' confinement is what every decision below relies on, and the
+        // check is one read of the current queue.
+        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         let events = observed.write { observed -> [Event] in
             observed.drainScheduled = false
             defer { observed.events.removeAll(keepingCapacity: true) }
             return observed.events
         }
         for event in events {
-            guard let task, !observed.read({ $0.lifecycle.isTerminal }) else {
+            guard let task, !observed.read({ $0.machine.isTerminal }) else {
                 if case .data(let data) = event { flowControl.consumed(data.count) }
                 continue
             }
@@ -403,50 +384,40 @@ final class CurlTaskDriver: @unchecked Sendable {
                 return cancel()  // Foundation refused the head: nothing sane can follow
             }
             storeCookies(head.lines, of: response)
-            if RedirectState.isRedirect(response.statusCode), response.value(forHTTPHeaderField: "Location") != nil {
-                conversation.held = (response, nil, Data())  // decided when the transfer ends; its body is dropped
-            } else if let challenge = AuthenticationChallengeHeader(response: response) {
-                conversation.held = (response, challenge, Data())  // answered when the transfer ends
-            } else {
-                let wanted = conversation.cache?.wantsResponse(withFields: head.lines) ?? false
-                deliverHead(wanted ? cacheReceived(response, of: task) : response, of: task)
-            }
+            // A redirect is decided when its transfer ends (its body is dropped), a challenge answered then.
+            guard observed.write({ $0.machine.headArrived(response) }) == .deliver else { return }
+            let wanted = cache?.wantsResponse(withFields: head.lines) ?? false
+            deliverHead(wanted ? cacheReceived(response, of: task) : response, of: task)
+            if cache?.confirmed != nil { observed.write { $0.machine.storeAnswered() } }
         case .data(let data):
-            if conversation.held != nil {
-                if conversation.held?.challenge != nil,
-                    (conversation.held?.body.count ?? 0) + data.count <= Self.heldBodyLimit
-                {
-                    conversation.held?.body.append(data)
-                }
-                flowControl.consumed(data.count)
-                return
+            let action = observed.write { observed -> RequestMachine.BodyAction in
+                let action = observed.machine.bodyArrived(data)
+                if action == .deliver { observed.bytesReceived += Int64(data.count) }
+                return action
             }
-            if conversation.cache?.confirmed != nil {
-                flowControl.consumed(data.count)  // a 304's body: the stored one is delivered instead
-                return
-            }
-            conversation.cache?.receivedBody(data)
-            observed.write { $0.bytesReceived += Int64(data.count) }
+            guard action == .deliver else { return flowControl.consumed(data.count) }
+            cache?.receivedBody(data)
             sink.task(task, in: session, didReceive: data)
         case .sent(let sent, let expected):
             observed.write { observed in
                 observed.bytesSent = sent
                 if expected > 0 { observed.bytesExpectedToSend = expected }
-                if expected >= 0 && sent >= expected { _ = observed.lifecycle.requestSent() }
+                if expected >= 0 && sent >= expected { observed.machine.requestSent() }
             }
             sink.task(task, in: session, didSendBodyData: sent, of: expected)
         case .trailers(let lines):
             // A held (redirect, challenge) or replaced (304, stale) response's trailers are not the task's.
-            guard conversation.held == nil, conversation.cache?.confirmed == nil else { return }
+            guard observed.read({ $0.machine.takesTrailers }) else { return }
             sink.task(task, in: session, didReceiveTrailers: lines)
         case .timings(let timings):
             sink.task(task, in: session, didFinishCollecting: timings)
         case .end(let error):
-            let held = conversation.held
-            conversation.held = nil
-            if let error {
-                if Self.staleMayAnswer.contains(error.code), observed.read({ $0.response }) == nil,
-                    let stale = conversation.cache?.staleAfterError()
+            switch observed.write({ $0.machine.transferEnded(failed: error != nil) }) {
+            case .none:
+                break
+            case .fail:
+                if let error, Self.staleMayAnswer.contains(error.code), observed.read({ $0.response }) == nil,
+                    let stale = cache?.staleAfterError()
                 {
                     // stale-if-error: the server could not be reached or answered nothing; the stored one answers (a
                     // TLS or policy failure never does: the caller must learn of it).
@@ -454,18 +425,18 @@ final class CurlTaskDriver: @unchecked Sendable {
                     deliverStoredBody(stale.data, of: task)
                     return finish(nil)
                 }
-                _ = conversation.cache?.ended(response: nil, failed: true)
+                _ = cache?.ended(response: nil, failed: true)
                 finish(error)
-            } else if let held, let challenge = held.challenge {
-                _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: true) }
-                answer(challenge, of: held.response, body: held.body, task: task)
-            } else if let held {
-                _ = observed.write { $0.lifecycle.heldResponseEnded(challenge: false) }
-                conversation.cache?.redirected(by: held.response)
-                followRedirect(held.response, task: task)
-            } else {
+            case .finish:
                 endCachedExchange(of: task)
                 finish(nil)
+            case .decideChallenge(let held):
+                if let challenge = held.challenge {
+                    answer(challenge, of: held.response, body: held.body, task: task)
+                }
+            case .decideRedirect(let response):
+                cache?.redirected(by: response)
+                followRedirect(response, task: task)
             }
         }
     }
@@ -475,31 +446,31 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
     private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
-        let delivered = conversation.cache?.received(response, for: request) ?? response
-        if let proposal = conversation.cache?.takeProposal() { approveAndStore(proposal, of: task) }
+        let delivered = cache?.received(response, for: request) ?? response
+        if let proposal = cache?.takeProposal() { approveAndStore(proposal, of: task) }
         return delivered
     }
 
     /// Asks the manager (`dataTaskWillCacheResponse`) about `proposal`, and stores what it approves.
     private func approveAndStore(_ proposal: CacheExchange.Proposal, of task: URLSessionTask) {
         if let approved = environment.sink.task(task, in: environment.session, willCache: proposal.response) {
-            conversation.cache?.store(approved, for: proposal)
+            cache?.store(approved, for: proposal)
         }
     }
 
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
     private func endCachedExchange(of task: URLSessionTask) {
-        guard conversation.cache?.hasWorkAtEnd == true else { return }
-        if let proposal = conversation.cache?.ended(response: observed.read { $0.response }, failed: false) {
+        guard cache?.hasWorkAtEnd == true else { return }
+        if let proposal = cache?.ended(response: observed.read { $0.response }, failed: false) {
             approveAndStore(proposal, of: task)
         }
-        if let confirmed = conversation.cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
+        if let confirmed = cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
     }
 
     /// Answers the task with a stored response, on the delegate queue, as a transfer would have.
     private func serveStored(_ entry: CacheEntry) {
         environment.delegateQueue.async { [self] in
-            guard let task, !observed.read({ $0.lifecycle.isTerminal }) else { return }
+            guard let task, !observed.read({ $0.machine.isTerminal }) else { return }
             deliverHead(entry.servedResponse(at: Date()), of: task)
             deliverStoredBody(entry.data, of: task)
             finish(nil)
@@ -508,7 +479,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// Hands the task a body that did not come from the running transfer (a challenge's, a stored one).
     private func deliverStoredBody(_ body: Data, of task: URLSessionTask) {
-        guard !body.isEmpty, !observed.read({ $0.lifecycle.isTerminal }) else { return }
+        guard !body.isEmpty, !observed.read({ $0.machine.isTerminal }) else { return }
         observed.write { $0.bytesReceived += Int64(body.count) }
         flowControl.produced(body.count)  // the per-task delegate counts it as consumed
         environment.sink.task(task, in: environment.session, didReceive: body)
@@ -519,7 +490,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         observed.write { observed in
             observed.response = response
             observed.bytesExpectedToReceive = response.expectedContentLength
-            _ = observed.lifecycle.headReceived()
+            observed.machine.responseDelivered()
         }
         if environment.sink.task(task, in: environment.session, didReceive: response) == .cancel {
             cancel()
@@ -539,7 +510,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.
     private func followRedirect(_ response: HTTPURLResponse, task: URLSessionTask) {
         let request = requestWithoutCacheFields()
-        switch conversation.redirects.next(after: response, to: request) {
+        switch observed.write({ $0.machine.redirect(after: response, from: request) }) {
         case .failure(let error):
             finish(error)
         case .success(let proposed):
@@ -564,23 +535,14 @@ final class CurlTaskDriver: @unchecked Sendable {
         let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
         let space = header.protectionSpace(
             for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
-        let failures = header.isProxy ? conversation.challengeFailures.proxy : conversation.challengeFailures.server
-        if header.isProxy {
-            conversation.challengeFailures.proxy += 1
-        } else {
-            conversation.challengeFailures.server += 1
-        }
+        let failures = observed.write { $0.machine.challengeRound(proxy: header.isProxy) }
         let challenge = URLAuthenticationChallenge(
             protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
             failureResponse: response, error: nil, sender: ChallengeSender())
         switch environment.sink.task(task, in: environment.session, didReceive: challenge) {
         case .retry(let credential):
             let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
-            if header.isProxy {
-                conversation.proxyCredential = answer
-            } else {
-                conversation.serverCredential = (answer, RedirectState.origin(of: request.url))
-            }
+            observed.write { $0.machine.answered(with: answer, origin: RedirectState.origin(of: request.url)) }
             startNext(request)
         case .deliverResponse:
             deliverHead(response, of: task)
@@ -593,7 +555,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// Sends `request` as the task's next transfer, unless the task ended meanwhile.
     private func startNext(_ request: URLRequest) {
-        guard observed.write({ $0.lifecycle.nextTransfer() }) == .startTransfer else { return }
+        guard observed.write({ $0.machine.nextAttempt() }) == .startTransfer else { return }
         start(request, onDelegateQueue: true)
     }
 
@@ -604,15 +566,13 @@ final class CurlTaskDriver: @unchecked Sendable {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
-        let action = observed.write { observed -> TransferLifecycle.Action in
-            let action = observed.lifecycle.ended(failed: error != nil)
-            if action == .complete {
-                observed.error = error
-                (observed.transfer, observed.engine) = (nil, nil)
-            }
-            return action
+        let completes = observed.write { observed -> Bool in
+            guard observed.machine.complete(failed: error != nil) else { return false }
+            observed.error = error
+            (observed.transfer, observed.engine) = (nil, nil)
+            return true
         }
-        guard action == .complete else { return }
+        guard completes else { return }
         deliverCompletion(error)
     }
 
@@ -635,7 +595,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// redirect, a challenge's next round) starts from.
     private func requestWithoutCacheFields() -> URLRequest {
         let request = observed.read { $0.currentRequest }
-        return conversation.cache?.removingOwnFields(from: request) ?? request
+        return cache?.removingOwnFields(from: request) ?? request
     }
 
     /// The configuration's proxy for `url`'s scheme, as `http://host:port`.

@@ -130,9 +130,10 @@ final class WebSocketDriver: @unchecked Sendable {
         if resumed, let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: true) }
     }
 
-    /// Holds the connection's I/O once it started; queued operations wait.
-    func suspend() {
-        guard environment.refusal == nil else { return }
+    /// Holds the connection's I/O once it started; queued operations wait. False when it was not running.
+    @discardableResult
+    func suspend() -> Bool {
+        guard environment.refusal == nil else { return false }
         let suspended = state.write { state -> Bool in
             guard !state.suspended, state.lifecycle.phase != .idle, state.lifecycle.phase != .closed else {
                 return false
@@ -140,9 +141,10 @@ final class WebSocketDriver: @unchecked Sendable {
             state.suspended = true
             return true
         }
-        guard suspended else { return }
+        guard suspended else { return false }
         stream.suspend()
         if let task { environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: false) }
+        return true
     }
 
     func cancel() {
@@ -288,9 +290,9 @@ final class WebSocketDriver: @unchecked Sendable {
     // MARK: - Delegate queue
 
     private func drain() {
-        #if DEBUG
-            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
-        #endif
+        // Checked in release builds too: the events' confinement is what every decision below relies on, and the
+        // check is one read of the current queue.
+        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         let completions = state.write { state -> [Completion] in
             state.drainScheduled = false
             defer { state.outbox.removeAll() }

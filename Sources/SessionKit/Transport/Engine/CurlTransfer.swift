@@ -77,7 +77,7 @@ final class CurlTransfer: @unchecked Sendable {
     private var bodyStreamFailed = false
 
     /// A credential answering an authentication challenge: the origin server's (401) or the proxy's (407).
-    struct Credential {
+    struct Credential: Equatable {
         let user: String
         let password: String
         /// The challenge's scheme, as libcurl's `CURLAUTH_…` bits.
@@ -604,7 +604,7 @@ final class CurlTransfer: @unchecked Sendable {
         let lines: [(String, String)]
 
         /// The head as an `HTTPURLResponse`: repeated fields joined with ", " under the first spelling of their name
-        /// (RFC 9110 5.3); nil if Foundation refuses it.
+        /// (RFC 9110 5.3), the lines kept as they came (``WireHTTPURLResponse``); nil if Foundation refuses it.
         func makeResponse() -> HTTPURLResponse? {
             var fields: [String: String] = [:]
             var names: [String] = []
@@ -616,7 +616,8 @@ final class CurlTransfer: @unchecked Sendable {
                     fields[name] = value
                 }
             }
-            return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: httpVersion, headerFields: fields)
+            return WireHTTPURLResponse(
+                url: url, statusCode: statusCode, httpVersion: httpVersion, fields: fields, lines: lines)
         }
     }
 

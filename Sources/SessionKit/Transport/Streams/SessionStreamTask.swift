@@ -115,3 +115,10 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
     /// timeouts: a peer that does not answer it in time fails the task with `URLError.timedOut`.
     public func startSecureConnection() { driver.startSecureConnection() }
 }
+
+// MARK: - TransportDrivenTask
+
+extension SessionStreamTask: TransportDrivenTask {
+    func transportResume() { driver.resume() }
+    func transportSuspend() -> Bool { driver.suspend() }
+}

@@ -38,11 +38,12 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     var needsResourceDeadlines: Bool { false }
 
     func makeTask(
-        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
+        sink: TaskEventSink
     )
         -> TransportTask?
     {
-        guard let sink = session.delegate as? TaskEventSink, var request = source.request else { return nil }
+        guard var request = source.request else { return nil }
         switch source {
         case .uploadData(_, let data):
             request.httpBody = data
@@ -73,7 +74,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         let isUpload = task is URLSessionUploadTask
         return TransportTask(
             task: task, flowControl: driver.flowControl, writesBodyToFile: source.isDownload,
-            adoptProgress: { upload, download in driver.progress = isUpload ? upload : download })
+            adoptProgress: { upload, download in driver.progressSource = isUpload ? upload : download })
     }
 
     /// A stream task to `host`:`port` under `options`, reporting to `sink`, not resumed.

@@ -12,7 +12,12 @@ import Foundation
 /// callers read to its driver. The state, the counters, the response, the current request and the error are true at
 /// every moment and from any thread; `resume()`, `suspend()` and `cancel()` work on the task itself (a loading task
 /// holds its transfer in libcurl while suspended) and post SessionKit's resume and suspend notifications.
-protocol CurlTask: URLSessionTask {
+protocol CurlTask: TransportDrivenTask {
     /// What runs the task.
     var driver: CurlTaskDriver { get }
+}
+
+extension CurlTask {
+    func transportResume() { driver.resume() }
+    func transportSuspend() -> Bool { driver.suspend() }
 }

@@ -182,3 +182,10 @@ extension SessionWebSocketTask {
         }
     }
 }
+
+// MARK: - TransportDrivenTask
+
+extension SessionWebSocketTask: TransportDrivenTask {
+    func transportResume() { driver.resume() }
+    func transportSuspend() -> Bool { driver.suspend() }
+}

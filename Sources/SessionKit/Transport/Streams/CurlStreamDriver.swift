@@ -278,9 +278,9 @@ final class CurlStreamDriver: @unchecked Sendable {
     // MARK: - Delegate queue
 
     private func drain() {
-        #if DEBUG
-            dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
-        #endif
+        // Checked in release builds too: the events' confinement is what every decision below relies on, and the
+        // check is one read of the current queue.
+        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         let completions = state.write { state -> [StreamLifecycle.Completion] in
             state.drainScheduled = false
             defer { state.outbox.removeAll() }

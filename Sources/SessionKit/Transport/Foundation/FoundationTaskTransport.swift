@@ -33,6 +33,30 @@ struct FoundationTaskTransport: TaskTransport {
                 + "such setting); use Transport.curl.")
     }
 
+    /// Resumes one of URLSession's own tasks if it is suspended, and posts `sessionKitTaskDidResume`.
+    ///
+    /// Guarded against a crash of URLSession on Linux: a task resumed while it runs restarts its transfer (and then
+    /// stops the process when both end), so resuming a running task does nothing.
+    static func resume(_ task: URLSessionTask) {
+        guard task.state == .suspended else { return }
+        task.resume()
+        NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
+    }
+
+    /// Suspends one of URLSession's own tasks that has not started, and posts `sessionKitTaskDidSuspend`; false for a
+    /// task that is loading or ended.
+    ///
+    /// Guarded against a crash of URLSession on Linux: `suspend()` on a task that is already loading stops the transfer
+    /// later, on URLSession's internal work queue; if a `resume()` lands before that stop has run, URLSession stops the
+    /// process (`NativeProtocol.swift`). When the stop runs cannot be observed from outside, so a loading task is not
+    /// suspended at all. A task that has not started yet can be suspended and resumed freely.
+    static func suspend(_ task: URLSessionTask) -> Bool {
+        guard task.state == .suspended else { return false }
+        task.suspend()
+        NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task)
+        return true
+    }
+
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
         if let refusal = Transport.pinningRefusal(for: request, policy: policy) { return refusal }
         guard
@@ -52,7 +76,8 @@ struct FoundationTaskTransport: TaskTransport {
     var needsResourceDeadlines: Bool { true }
 
     func makeTask(
-        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession
+        for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
+        sink: TaskEventSink
     )
         -> TransportTask?
     {

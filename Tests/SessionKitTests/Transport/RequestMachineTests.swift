@@ -1,0 +1,243 @@
+@testable import SessionKit
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The curl task's request machine, transition by transition, without I/O: the action each event returns in each
+/// state, and the events that do not apply (they change nothing and say so), as AsyncHTTPClient tests its machines.
+final class RequestMachineTests: XCTestCase {
+    private let url = URL(string: "https://example.com/start")!
+
+    private func response(_ status: Int, _ fields: [String: String] = [:], url: URL? = nil) -> HTTPURLResponse {
+        HTTPURLResponse(url: url ?? self.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
+    }
+
+    private func running() -> RequestMachine {
+        var machine = RequestMachine()
+        XCTAssertEqual(machine.resume(), .startTransfer)
+        return machine
+    }
+
+    /// The state's name and what it carries that the tests look at.
+    private func describe(_ machine: RequestMachine) -> String {
+        switch machine.state {
+        case .created(let extra): return "created(\(extra))"
+        case .running(let attempt):
+            let held = attempt.held.map { " held \($0.response.statusCode)" } ?? ""
+            return "running(\(attempt.phase)\(attempt.paused ? " paused" : "")\(held))"
+        case .deciding(let held, let paused): return "deciding(\(held.response.statusCode)\(paused ? " paused" : ""))"
+        case .finished: return "finished"
+        case .failed: return "failed"
+        case .cancelled: return "cancelled"
+        }
+    }
+
+    func testACreatedRequestStartsOnItsFirstResumeAndCountsSuspensions() {
+        var machine = RequestMachine()
+        XCTAssertEqual(machine.taskState, .suspended)
+        XCTAssertEqual(machine.suspend(), .countedSuspension)
+        XCTAssertEqual(machine.suspend(), .countedSuspension)
+        XCTAssertEqual(machine.resume(), .countedResume)
+        XCTAssertEqual(machine.resume(), .countedResume, "suspended twice: two resumes are owed before it starts")
+        XCTAssertEqual(describe(machine), "created(0)")
+        XCTAssertEqual(machine.resume(), .startTransfer)
+        XCTAssertEqual(describe(machine), "running(connecting)")
+        XCTAssertEqual(machine.taskState, .running)
+        XCTAssertEqual(machine.resume(), .none, "resuming a running request does nothing")
+    }
+
+    func testAHappyTransfer() {
+        var machine = running()
+        machine.requestSent()
+        XCTAssertEqual(describe(machine), "running(sending)")
+        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+        XCTAssertEqual(describe(machine), "running(receiving)")
+        XCTAssertEqual(machine.bodyArrived(Data("body".utf8)), .deliver)
+        XCTAssertTrue(machine.takesTrailers)
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("a response ends it well") }
+        XCTAssertTrue(machine.complete(failed: false))
+        XCTAssertEqual(describe(machine), "finished")
+        XCTAssertEqual(machine.taskState, .completed)
+        XCTAssertTrue(machine.isTerminal)
+    }
+
+    func testCompletingTwiceCompletesOnce() {
+        var machine = running()
+        guard case .fail = machine.transferEnded(failed: true) else { return XCTFail("an error fails it") }
+        XCTAssertTrue(machine.complete(failed: true))
+        XCTAssertEqual(describe(machine), "failed")
+        XCTAssertFalse(machine.complete(failed: false), "a second completion is refused")
+        XCTAssertEqual(machine.cancel(), .none, "cancelling an ended request does nothing")
+        XCTAssertEqual(describe(machine), "failed")
+    }
+
+    func testCancelBeatsALateEndAndLateEvents() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+        XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled)
+        XCTAssertEqual(machine.taskState, .canceling)
+        XCTAssertEqual(machine.bodyArrived(Data("late".utf8)), .drop, "bytes after a cancel are not delivered")
+        XCTAssertFalse(machine.takesTrailers)
+        guard case .none = machine.transferEnded(failed: false) else { return XCTFail("the late end is ignored") }
+        XCTAssertFalse(machine.complete(failed: false))
+        XCTAssertEqual(machine.cancel(), .none)
+        XCTAssertEqual(describe(machine), "cancelled")
+    }
+
+    func testEventsThatDoNotApplyChangeNothing() {
+        var machine = RequestMachine()
+        machine.requestSent()
+        XCTAssertEqual(machine.headArrived(response(200)), .ignore, "no transfer runs")
+        XCTAssertEqual(machine.bodyArrived(Data("x".utf8)), .drop)
+        guard case .none = machine.transferEnded(failed: false) else { return XCTFail("no transfer ran") }
+        XCTAssertFalse(machine.complete(failed: false), "a request that never started cannot complete")
+        XCTAssertEqual(machine.nextAttempt(), .none, "no decision pending")
+        XCTAssertEqual(describe(machine), "created(0)")
+        XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled)
+        XCTAssertEqual(machine.resume(), .none, "a cancelled request never starts")
+
+        var receiving = running()
+        XCTAssertEqual(receiving.headArrived(response(200)), .deliver)
+        XCTAssertEqual(receiving.headArrived(response(200)), .ignore, "one final head per transfer")
+        XCTAssertEqual(receiving.nextAttempt(), .none, "no decision pending while a transfer runs")
+    }
+
+    func testPauseHoldsWhereTheTransferWasAndGoesOnFromThere() {
+        var machine = running()
+        machine.requestSent()
+        XCTAssertEqual(machine.suspend(), .pauseTransfer)
+        XCTAssertEqual(describe(machine), "running(sending paused)")
+        XCTAssertTrue(machine.isPaused)
+        XCTAssertEqual(machine.taskState, .suspended)
+        XCTAssertEqual(machine.suspend(), .none, "already paused")
+        XCTAssertEqual(machine.headArrived(response(200)), .deliver, "the head may still arrive while paused")
+        XCTAssertEqual(describe(machine), "running(receiving paused)")
+        XCTAssertEqual(machine.resume(), .resumeTransfer)
+        XCTAssertFalse(machine.isPaused)
+        XCTAssertEqual(machine.suspend(), .pauseTransfer)
+        guard case .fail = machine.transferEnded(failed: true) else { return XCTFail("a paused request still ends") }
+        XCTAssertTrue(machine.complete(failed: true))
+        XCTAssertEqual(machine.resume(), .none)
+        XCTAssertFalse(machine.isPaused, "an ended request holds nothing")
+    }
+
+    func testARedirectIsHeldAndItsBodyDropped() {
+        var machine = running()
+        let redirect = response(302, ["Location": "/next"])
+        XCTAssertEqual(machine.headArrived(redirect), .hold)
+        XCTAssertEqual(describe(machine), "running(connecting held 302)")
+        XCTAssertEqual(machine.bodyArrived(Data("moved".utf8)), .drop)
+        XCTAssertFalse(machine.takesTrailers, "a held response's trailers are not the request's")
+        guard case .decideRedirect(let held) = machine.transferEnded(failed: false) else {
+            return XCTFail("a held redirect is decided when its transfer ended")
+        }
+        XCTAssertEqual(held.statusCode, 302)
+        XCTAssertEqual(describe(machine), "deciding(302)")
+        XCTAssertEqual(machine.taskState, .running)
+        let next = machine.redirect(after: redirect, from: URLRequest(url: url))
+        XCTAssertEqual(try next.get().url?.absoluteString, "https://example.com/next")
+        XCTAssertEqual(machine.nextAttempt(), .startTransfer)
+        XCTAssertEqual(describe(machine), "running(connecting)")
+        XCTAssertEqual(machine.nextAttempt(), .none, "one attempt per decision")
+    }
+
+    func testARedirectWithoutLocationIsTheResponse() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(302)), .deliver)
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("it is the final response") }
+    }
+
+    func testAChallengeKeepsItsBodyUpToTheLimit() {
+        var machine = running()
+        let challenge = response(401, ["WWW-Authenticate": "Basic realm=\"api\""])
+        XCTAssertEqual(machine.headArrived(challenge), .hold)
+        XCTAssertEqual(machine.bodyArrived(Data("denied".utf8)), .drop, "kept for the decision, not delivered")
+        XCTAssertEqual(machine.bodyArrived(Data(count: RequestMachine.heldBodyLimit)), .drop)
+        guard case .decideChallenge(let held) = machine.transferEnded(failed: false) else {
+            return XCTFail("a held challenge is decided when its transfer ended")
+        }
+        XCTAssertEqual(held.challenge?.scheme.lowercased(), "basic")
+        XCTAssertEqual(String(decoding: held.body, as: UTF8.self), "denied", "what would pass the limit is not kept")
+        XCTAssertEqual(machine.challengeRound(proxy: false), 0)
+        XCTAssertEqual(machine.challengeRound(proxy: false), 1, "each round counts URLSession's previousFailureCount")
+        XCTAssertEqual(machine.challengeRound(proxy: true), 0, "the proxy's rounds are counted apart")
+        machine.responseDelivered()
+        XCTAssertEqual(describe(machine), "running(receiving)", "the manager gave up: the challenge is the response")
+        XCTAssertTrue(machine.complete(failed: false))
+    }
+
+    func testACredentialGoesOnlyToItsOriginAndTheProxysToEveryAttempt() {
+        var machine = running()
+        let basic = URLCredential(user: "u", password: "p", persistence: .forSession)
+        let server = CurlTransfer.Credential(basic, scheme: "Basic", forProxy: false)
+        let proxy = CurlTransfer.Credential(basic, scheme: "Basic", forProxy: true)
+        machine.answered(with: server, origin: RedirectState.origin(of: url))
+        machine.answered(with: proxy, origin: "")
+        let now = Date()
+        XCTAssertEqual(
+            machine.planAttempt(of: url, resourceTimeout: 0, now: now),
+            .start(credentials: [proxy, server], remaining: nil))
+        XCTAssertEqual(
+            machine.planAttempt(of: URL(string: "https://other.example/next"), resourceTimeout: 0, now: now),
+            .start(credentials: [proxy], remaining: nil), "never the server's credential to another origin")
+        XCTAssertEqual(
+            machine.planAttempt(of: URL(string: "http://example.com/start"), resourceTimeout: 0, now: now),
+            .start(credentials: [proxy], remaining: nil), "another scheme is another origin")
+    }
+
+    func testTheResourceDeadlineStartsWithTheFirstAttemptAndEndsTheLast() {
+        var machine = running()
+        let start = Date()
+        XCTAssertEqual(
+            machine.planAttempt(of: url, resourceTimeout: 10, now: start), .start(credentials: [], remaining: 10))
+        XCTAssertEqual(
+            machine.planAttempt(of: url, resourceTimeout: 10, now: start.addingTimeInterval(4)),
+            .start(credentials: [], remaining: 6), "a redirect's attempt has what is left")
+        XCTAssertEqual(machine.planAttempt(of: url, resourceTimeout: 10, now: start.addingTimeInterval(10)), .timedOut)
+        var unlimited = running()
+        XCTAssertEqual(
+            unlimited.planAttempt(of: url, resourceTimeout: .infinity, now: start),
+            .start(credentials: [], remaining: nil))
+    }
+
+    func testSuspendedWhileDecidingTheNextAttemptStartsPausedAndResumes() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(307, ["Location": "/again"])), .hold)
+        guard case .decideRedirect = machine.transferEnded(failed: false) else { return XCTFail("a redirect") }
+        XCTAssertEqual(machine.suspend(), .pauseTransfer)
+        XCTAssertEqual(machine.taskState, .suspended)
+        XCTAssertEqual(machine.nextAttempt(), .startTransfer, "a decision is not lost while the task is held")
+        XCTAssertEqual(describe(machine), "running(connecting paused)")
+        XCTAssertTrue(machine.isPaused, "the new transfer holds at its first body bytes")
+        XCTAssertEqual(machine.resume(), .resumeTransfer)
+        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+    }
+
+    func testAStoredResponseReplacesTheTransfersBody() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(304)), .deliver)
+        machine.storeAnswered()
+        XCTAssertEqual(machine.bodyArrived(Data("not the stored body".utf8)), .drop)
+        XCTAssertFalse(machine.takesTrailers, "a replaced response's trailers are not the request's")
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("the stored response") }
+    }
+
+    func testAFailedTransferHoldingARedirectFailsTheRequest() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(301, ["Location": "/x"])), .hold)
+        guard case .fail = machine.transferEnded(failed: true) else { return XCTFail("the error wins") }
+        XCTAssertEqual(machine.nextAttempt(), .none, "nothing is decided after an error")
+        XCTAssertTrue(machine.complete(failed: true))
+    }
+
+    func testCancelWhileDecidingStartsNothing() {
+        var machine = running()
+        XCTAssertEqual(machine.headArrived(response(401, ["WWW-Authenticate": "Basic realm=\"x\""])), .hold)
+        guard case .decideChallenge = machine.transferEnded(failed: false) else { return XCTFail("a challenge") }
+        XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled, "a challenge answered by cancelling")
+        XCTAssertEqual(machine.nextAttempt(), .none, "nothing starts after a cancel")
+        XCTAssertEqual(describe(machine), "cancelled")
+    }
+}
