@@ -20,7 +20,9 @@ final class ConnectionOptionsTests: LoopbackTestCase {
 
     func testAResolvedNameReachesItsAddressThroughEveryAPI() async throws {
         let manager = curlManager()
-        manager.resolvedAddresses = ["svc.test:\(server.port)": "127.0.0.1"]
+        manager.resolvedAddresses = [
+            "svc.test:\(server.port)": "127.0.0.1", "compose_service:\(server.port)": "127.0.0.1",
+        ]
         let verb = try await manager.get("http://svc.test:\(server.port)/get?verb")
         XCTAssertEqual(verb.statusCode, 200)
         XCTAssertEqual(server.requests.last?.header("Host"), "svc.test:\(server.port)", "the name stays the host")
@@ -32,7 +34,8 @@ final class ConnectionOptionsTests: LoopbackTestCase {
         let (_, response) = try await manager.data(
             for: HTTPRequest(method: .get, scheme: "http", authority: "svc.test:\(server.port)", path: "/get?core"))
         XCTAssertEqual(response.status, .ok)
-        XCTAssertEqual(server.requests.map(\.uri), ["/get?verb", "/get?task", "/get?core"])
+        _ = try await manager.get("http://compose_service:\(server.port)/get?underscore")
+        XCTAssertEqual(server.requests.map(\.uri), ["/get?verb", "/get?task", "/get?core", "/get?underscore"])
     }
 
     func testTLSStillChecksTheCertificateAgainstTheName() async throws {

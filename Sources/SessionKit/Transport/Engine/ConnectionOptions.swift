@@ -67,8 +67,15 @@ struct ConnectionOptions: Sendable, Hashable {
         else { return nil }
         let host = String(key[..<colon])
         if let literal = ipLiteral(host) { return (literal, port) }
-        guard let (_, name) = CurlStreamConnection.authority(of: host) else { return nil }
-        return (name.lowercased(), port)
+        // A host name: letters, digits, `-`, `.` and `_` (Docker and Compose service names have underscores).
+        let isName =
+            !host.isEmpty
+            && host.utf8.allSatisfy { byte in
+                (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte | 0x20)
+                    || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                    || byte == UInt8(ascii: "-") || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_")
+            }
+        return isName ? (host.lowercased(), port) : nil
     }
 
     /// `address` as libcurl writes it in a URL (IPv6 in brackets), or nil when it is not an IP address.
