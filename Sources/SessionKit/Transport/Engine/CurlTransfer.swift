@@ -164,7 +164,9 @@ final class CurlTransfer: @unchecked Sendable {
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(), events: Events
     ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
-        let unixSocket = UnixSocketURL(url, hostField: request.value(forHTTPHeaderField: "Host"))
+        let unixSocket =
+            UnixSocketURL.isUnixSocket(url)
+            ? UnixSocketURL(url, hostField: request.value(forHTTPHeaderField: "Host")) : nil
         self.method = (request.httpMethod ?? "GET").uppercased()
         self.mayResend = Self.idempotentMethods.contains(method)
         self.easy = easy
@@ -487,7 +489,7 @@ final class CurlTransfer: @unchecked Sendable {
         guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
-        (transfer.headClock, transfer.headStarted) = (Date(), false)
+        if transfer.responseHeadTimeout != nil { (transfer.headClock, transfer.headStarted) = (Date(), false) }
         // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
         // libcurl sending the request again because a reused connection failed before any response byte: for a POST
         // that may have reached the server only the caller (its retrier) may decide that; an idempotent request goes
