@@ -39,6 +39,7 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
                 headers: head.headers.map { (name: $0.name, value: $0.value) },
                 body: bodyData.prefix(LoopbackServer.recordedBodyLimit), bodyLength: bodyData.count, isTLS: isTLS)
             recorded.httpVersion = "HTTP/\(head.version.major).\(head.version.minor)"
+            recorded.peerAddress = context.channel.remoteAddress?.ipAddress
             record(recorded)
             route(Request(head: head, body: bodyData, isTLS: isTLS), context: context)
         }

@@ -27,8 +27,10 @@ public final class LoopbackServer: @unchecked Sendable {
     /// How many bytes of each request body the log keeps.
     public static let recordedBodyLimit = 16 << 20
 
-    /// The port the server listens on.
+    /// The port the server listens on (0 on a Unix socket).
     public let port: Int
+    /// The Unix domain socket the server listens on, nil for TCP.
+    public let unixSocketPath: String?
     /// Whether the server speaks TLS.
     public let isTLS: Bool
 
@@ -45,8 +47,10 @@ public final class LoopbackServer: @unchecked Sendable {
 
     private init(
         port: Int, isTLS: Bool, group: MultiThreadedEventLoopGroup, channel: Channel,
-        log: NIOLockedValueBox<[RecordedRequest]>, counters: NIOLockedValueBox<Counters>, recordsRequests: Bool
+        log: NIOLockedValueBox<[RecordedRequest]>, counters: NIOLockedValueBox<Counters>, recordsRequests: Bool,
+        unixSocketPath: String? = nil
     ) {
+        self.unixSocketPath = unixSocketPath
         self.port = port
         self.isTLS = isTLS
         self.group = group
@@ -65,12 +69,15 @@ public final class LoopbackServer: @unchecked Sendable {
     ///   - recordsRequests: Keep every request in ``requests``; turn off for long load runs.
     ///   - threads: Event-loop threads.
     ///   - maximumTLSVersion: With `tls`, the newest TLS version the server speaks (to test a client's floor).
+    ///   - unixSocketPath: Listen on a Unix domain socket at this path (created; removed by ``shutdown()``) instead of
+    ///     127.0.0.1; ``baseURL`` is then `http+unix://<percent-encoded path>` (or `https+unix`).
     public static func start(
         tls: TestCertificates.Identity? = nil,
         http2: Bool = false,
         recordsRequests: Bool = true,
         threads: Int = 1,
-        maximumTLSVersion: TLSVersion? = nil
+        maximumTLSVersion: TLSVersion? = nil,
+        unixSocketPath: String? = nil
     ) async throws -> LoopbackServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox<[RecordedRequest]>([])
@@ -89,10 +96,11 @@ public final class LoopbackServer: @unchecked Sendable {
             counters.withLockedValue { $0.requests += 1 }
             if recordsRequests { log.withLockedValue { $0.append(request) } }
         }
-        let bootstrap = ServerBootstrap(group: group)
+        let base = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 512)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+        // TCP only: a Unix socket has no such option.
+        let bootstrap = (unixSocketPath == nil ? base.childChannelOption(.socketOption(.tcp_nodelay), value: 1) : base)
             .childChannelInitializer { channel in
                 counters.withLockedValue { $0.connections += 1 }
                 if http2, let sslContext {
@@ -132,6 +140,14 @@ public final class LoopbackServer: @unchecked Sendable {
                 }
             }
         do {
+            if let unixSocketPath {
+                let channel = try await bootstrap.bind(
+                    unixDomainSocketPath: unixSocketPath, cleanupExistingSocketFile: true
+                ).get()
+                return LoopbackServer(
+                    port: 0, isTLS: isTLS, group: group, channel: channel, log: log, counters: counters,
+                    recordsRequests: recordsRequests, unixSocketPath: unixSocketPath)
+            }
             let channel = try await bootstrap.bind(host: "127.0.0.1", port: 0).get()
             guard let port = channel.localAddress?.port else {
                 throw LoopbackServerError.noPort
@@ -145,9 +161,15 @@ public final class LoopbackServer: @unchecked Sendable {
         }
     }
 
-    /// `http://127.0.0.1:PORT` (or `https://…`).
+    /// `http://127.0.0.1:PORT` (or `https://…`); on a Unix socket `http+unix://<percent-encoded path>` (or
+    /// `https+unix://…`).
     public var baseURL: URL {
-        URL(string: "\(isTLS ? "https" : "http")://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
+        if let unixSocketPath {
+            let encoded =
+                unixSocketPath.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? unixSocketPath
+            return URL(string: "\(isTLS ? "https" : "http")+unix://\(encoded)") ?? URL(fileURLWithPath: "/")
+        }
+        return URL(string: "\(isTLS ? "https" : "http")://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/")
     }
 
     /// The absolute URL of `pathAndQuery` on this server, e.g. `url("/get?a=1")`.
@@ -171,6 +193,7 @@ public final class LoopbackServer: @unchecked Sendable {
     public func shutdown() async throws {
         try? await channel.close()
         try await group.shutdownGracefully()
+        if let unixSocketPath { try? FileManager.default.removeItem(atPath: unixSocketPath) }
     }
 }
 

@@ -18,6 +18,8 @@ public struct RecordedRequest: Sendable {
     public var httpVersion: String = "HTTP/1.1"
     /// When the server had read the whole request.
     public var receivedAt = Date()
+    /// The client's IP address as the server saw it (nil on a Unix socket).
+    public var peerAddress: String?
 
     /// The path without its query.
     public var path: String { String(uri.split(separator: "?", maxSplits: 1).first ?? "") }

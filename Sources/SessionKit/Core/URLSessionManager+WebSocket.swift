@@ -55,7 +55,8 @@ extension URLSessionManager {
         let options = TransportTaskOptions(
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
-                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
+                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion),
+            connection: connectionOptions)
         let invalidURL =
             endpoint == nil
             ? SessionKitError.session(

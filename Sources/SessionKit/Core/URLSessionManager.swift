@@ -64,6 +64,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var completionGroup: DispatchGroup?
         var interceptor: (any RequestInterceptor)?
         var eventMonitors: [any EventMonitor] = []
+        var connection = ConnectionOptions()
     }
 
     private let sessionState = Protected(SessionState())
@@ -89,7 +90,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         self.taskTransports = TaskTransports(
             curl: CurlTaskTransport(
                 settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
-            foundation: FoundationTaskTransport())
+            foundation: FoundationTaskTransport(
+                hasSOCKSProxy: CurlSessionSettings.socksProxy(in: self.sessionConfiguration) != nil))
         self.resourceDeadlines = ResourceDeadlines(
             limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
         let queue = OperationQueue()
@@ -319,6 +321,61 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         get { settings.read { $0.tlsVersions.maximum } }
         set { settings.write { $0.tlsVersions.maximum = newValue } }
     }
+
+    /// Host names answered with a given address on the curl transport, as `"host:port"` → `"address"` (curl's
+    /// `--resolve`, AsyncHTTPClient's DNS override), for tasks created from now on (HTTP, stream and WebSocket tasks).
+    ///
+    /// The request still goes to its URL's host: its `Host` field, its TLS server name (SNI) and the
+    /// ``securityPolicy``'s check of the certificate use that name, so a certificate for another name still fails.
+    /// Connections made to an overridden address are reused only by requests with the same override. An entry that
+    /// is not `host:port` with an IPv4 or IPv6 address fails each task with `URLError.badURL`; the Foundation
+    /// transport refuses tasks while this is not empty (``SessionKitError/Code/transportOptionUnsupported``). Not
+    /// archived.
+    ///
+    /// ```swift
+    /// manager.resolvedAddresses = ["api.internal.example:443": "10.0.0.7"]
+    /// let result = try await manager.get("https://api.internal.example/health")
+    /// ```
+    public var resolvedAddresses: [String: String] {
+        get { settings.read { $0.connection.resolvedAddresses } }
+        set { settings.write { $0.connection.resolvedAddresses = newValue } }
+    }
+
+    /// The local IP address or network interface the curl transport's outgoing connections are bound to (libcurl's
+    /// `CURLOPT_INTERFACE`: `"192.0.2.10"`, `"eth1"`, or `"if!eth1"` / `"host!192.0.2.10"` to say which), for tasks
+    /// created from now on; nil (the default) lets the system choose.
+    ///
+    /// An address or interface that cannot be used fails the task with `URLError.cannotConnectToHost`, whose
+    /// description says so. The Foundation transport refuses tasks while it is set. Not archived.
+    ///
+    /// ```swift
+    /// manager.localAddress = "10.1.2.3"   // leave through the interface with this address
+    /// ```
+    public var localAddress: String? {
+        get { settings.read { $0.connection.localAddress } }
+        set { settings.write { $0.connection.localAddress = newValue } }
+    }
+
+    /// The longest wait, on the curl transport, from sending a request (its last byte) to the first byte of its
+    /// response head, for tasks created from now on; nil (the default) for no such limit.
+    ///
+    /// Apart from the configuration's `timeoutIntervalForRequest` (an idle limit: no byte for that long) and
+    /// `timeoutIntervalForResource` (the whole task): a server that answers quickly and then sends its body slowly is
+    /// not cut by it. Each request of a task (a redirect, an authentication round) gets the full limit. When it fires,
+    /// the task fails with `URLError.timedOut`, whose `userInfo[SessionKitError.timeoutLimitKey]` is
+    /// `"timeoutIntervalForResponseHead"` (the other limits name themselves the same way). The Foundation transport
+    /// refuses tasks while it is set. Not archived.
+    ///
+    /// ```swift
+    /// manager.timeoutIntervalForResponseHead = 5   // a slow backend fails fast; a long download still streams
+    /// ```
+    public var timeoutIntervalForResponseHead: TimeInterval? {
+        get { settings.read { $0.connection.responseHeadTimeout } }
+        set { settings.write { $0.connection.responseHeadTimeout = newValue } }
+    }
+
+    /// The connection options of tasks created now.
+    var connectionOptions: ConnectionOptions { settings.read { $0.connection } }
 
     /// The queue completion handlers run on; nil means the manager's private serial queue.
     public var completionQueue: DispatchQueue? {
@@ -602,10 +659,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let (transport, policy, tlsVersions, limits) = settings.read {
             ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits)
         }
+        let connection = connectionOptions
         let taskTransport = taskTransports[transport]
         if let request = source.request,
             let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
+                ?? taskTransport.refusal(for: request, connection: connection)
         {
             source = .refused(refusal, download: source.isDownload)
         }
@@ -633,7 +692,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
                 decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
-                connectionEvents: observability?.metrics)
+                connectionEvents: observability?.metrics, connection: connection)
             return taskTransport.makeTask(
                 for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }

@@ -11,6 +11,10 @@ protocol TaskTransport: Sendable {
     /// Why a task for `request` cannot run under `policy` on this transport, if it cannot.
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError?
 
+    /// Why a task for `request` cannot run with `connection` on this transport (a Unix socket URL, a resolved or
+    /// local address, a response-head timeout, a SOCKS proxy), if it cannot.
+    func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError?
+
     /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
     var resumesDownloads: Bool { get }
 
@@ -52,6 +56,8 @@ struct TransportTaskOptions: Sendable {
     var decodingLimits = CurlTransfer.DecodingLimits()
     /// Where the curl transport reports the connections the task opens, when the manager has metrics.
     var connectionEvents: (any ConnectionEvents)?
+    /// Resolved addresses, local address and response-head timeout (the curl transport's alone).
+    var connection = ConnectionOptions()
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.
@@ -71,7 +77,8 @@ struct TransportTask {
 extension Transport {
     /// A policy that pins cannot protect a plain-http request: refused on every transport, as AFNetworking does.
     static func pinningRefusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
-        guard policy.pinningMode != .none, request.url?.scheme?.lowercased() == "http" else { return nil }
+        guard policy.pinningMode != .none, ["http", "http+unix"].contains(request.url?.scheme?.lowercased() ?? "")
+        else { return nil }
         return SessionKitError.session(
             .policyNotEnforceable,
             "A pinning security policy needs https; \(request.url?.absoluteString ?? "the URL") is plain http.")

@@ -37,7 +37,8 @@ struct CurlSessionSettings: @unchecked Sendable {
     }
 
     /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary` (`HTTPEnable`/`HTTPProxy`/
-    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port`.
+    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port`; a scheme without one of its own
+    /// goes through the SOCKS5 proxy when there is one (``socksProxy(in:)``).
     static func proxies(in configuration: URLSessionConfiguration) -> (http: String?, https: String?) {
         let dictionary = configuration.connectionProxyDictionary ?? [:]
         func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
@@ -48,6 +49,28 @@ struct CurlSessionSettings: @unchecked Sendable {
             let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int)
             return "http://\(host)" + (port.map { ":\($0)" } ?? "")
         }
-        return (proxy("HTTP"), proxy("HTTPS"))
+        let socks = socksProxy(in: configuration)
+        return (proxy("HTTP") ?? socks, proxy("HTTPS") ?? socks)
+    }
+
+    /// The SOCKS5 proxy of a configuration's `connectionProxyDictionary` (`SOCKSEnable`, `SOCKSProxy`, `SOCKSPort`,
+    /// default 1080; credentials under `SOCKSUser`/`SOCKSPassword` or CFNetwork's `kCFStreamPropertySOCKSUser`/
+    /// `kCFStreamPropertySOCKSPassword`), as `socks5h://user:password@host:port`: the proxy resolves the host names.
+    static func socksProxy(in configuration: URLSessionConfiguration) -> String? {
+        let dictionary = configuration.connectionProxyDictionary ?? [:]
+        func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
+        let enabled = (value("SOCKSEnable") as? NSNumber)?.boolValue ?? (value("SOCKSEnable") as? Bool) ?? false
+        guard enabled, let host = value("SOCKSProxy") as? String, !host.isEmpty else { return nil }
+        let port = (value("SOCKSPort") as? NSNumber)?.intValue ?? (value("SOCKSPort") as? Int) ?? 1080
+        // Percent-encoded: libcurl decodes the credentials of a proxy URL.
+        let allowed = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~")
+        func encoded(_ key: String, _ alias: String) -> String? {
+            ((value(key) ?? value(alias)) as? String)?.addingPercentEncoding(withAllowedCharacters: allowed)
+        }
+        let user = encoded("SOCKSUser", "kCFStreamPropertySOCKSUser")
+        let password = encoded("SOCKSPassword", "kCFStreamPropertySOCKSPassword")
+        let credentials = user.map { "\($0)" + (password.map { ":\($0)" } ?? "") + "@" } ?? ""
+        let address = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        return "socks5h://\(credentials)\(address):\(port)"
     }
 }

@@ -34,6 +34,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         let delegateQueue: DispatchQueue
         /// Where the task's transfers report their connections, when the manager has metrics.
         var connectionEvents: (any ConnectionEvents)? = nil
+        /// Resolved addresses, local address, response-head timeout.
+        var connection = ConnectionOptions()
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -265,7 +267,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, events: events,
+            flowControl: flowControl, connection: environment.connection, events: events,
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
             })

@@ -25,6 +25,14 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         Transport.pinningRefusal(for: request, policy: policy)
     }
 
+    func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
+        if let refusal = UnixSocketURL.refusal(for: request.url) { return refusal }
+        guard let problem = connection.problem else { return nil }
+        return URLError(
+            .badURL, userInfo: [NSLocalizedDescriptionKey: problem, NSURLErrorFailingURLErrorKey: request.url as Any])
+            as NSError
+    }
+
     var resumesDownloads: Bool { true }
 
     var needsResourceDeadlines: Bool { false }
@@ -55,7 +63,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
-                delegateQueue: delegateQueue, connectionEvents: options.connectionEvents))
+                delegateQueue: delegateQueue, connectionEvents: options.connectionEvents,
+                connection: options.connection))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)
@@ -82,7 +91,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             taskIdentifier: identifier, host: host, port: port,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
-                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal))
+                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal,
+                proxies: settings.proxies, connection: options.connection))
         return SessionStreamTask(driver: driver)
     }
 }

@@ -54,6 +54,18 @@ final class CurlTransfer: @unchecked Sendable {
     private var lastActivity = Date()
     private var lastProgress: (Int64, Int64) = (0, 0)
     private var timedOut = false
+    /// The Unix socket the URL names (`http+unix`, `https+unix`), nil for a TCP URL.
+    private let unixSocket: UnixSocketURL?
+    /// libcurl's `CURLOPT_CONNECT_TO` list (the manager's resolved addresses), freed with the handle.
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
+    /// The longest wait from the request's last byte sent to the first byte of a response head; nil for none.
+    private let responseHeadTimeout: TimeInterval?
+    /// When the request's last byte went out (or the request started), while no response head byte has come.
+    private var headClock: Date?
+    /// Whether a byte of a response head arrived (the response-head timeout no longer applies).
+    private var headStarted = false
+    /// Set when the response-head timeout ended the transfer.
+    private var headTimedOut = false
     private var uploadLength: Int64 = -1
     private var bodyStream: InputStream?
     /// A body written while it is sent (the HTTP core API's streamed body), read without blocking.
@@ -132,6 +144,19 @@ final class CurlTransfer: @unchecked Sendable {
     /// Counts the connections this transfer opens and uses (`http.client.open_connections`), when metrics are on.
     private let connectionObserver: CurlConnectionObserver?
 
+    /// What was left of the task's resource timeout when this transfer started, nil for none.
+    private let totalTimeout: TimeInterval?
+
+    /// A `.timedOut` error saying which limit fired (`userInfo[SessionKitError.timeoutLimitKey]`).
+    private static func timeout(_ limit: TimeoutLimit, _ reason: String, _ userInfo: [String: Any]) -> URLError {
+        URLError(
+            .timedOut,
+            userInfo: userInfo.merging([
+                NSLocalizedDescriptionKey: "\(reason) (\(limit.rawValue))",
+                SessionKitError.timeoutLimitKey: limit.rawValue,
+            ]) { $1 })
+    }
+
     /// libcurl's detailed message for the transfer's failure (`CURLOPT_ERRORBUFFER`).
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
 
@@ -139,16 +164,24 @@ final class CurlTransfer: @unchecked Sendable {
         request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
         idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
-        flowControl: FlowControl? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil
+        flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(), events: Events,
+        connectionObserver: CurlConnectionObserver? = nil
     ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
+        let unixSocket =
+            UnixSocketURL.isUnixSocket(url)
+            ? UnixSocketURL(url, hostField: request.value(forHTTPHeaderField: "Host")) : nil
         self.method = (request.httpMethod ?? "GET").uppercased()
         self.mayResend = Self.idempotentMethods.contains(method)
         self.easy = easy
         self.url = url
-        self.isTLS = url.scheme?.lowercased() == "https"
-        self.handshake = HandshakeCheck(policy: policy, host: url.host)
+        self.isTLS = url.scheme?.lowercased() == "https" || unixSocket?.isTLS == true
+        self.handshake = HandshakeCheck(
+            policy: policy, host: unixSocket?.host ?? url.host)
+        self.unixSocket = unixSocket
+        self.responseHeadTimeout = connection.responseHeadTimeout
         self.idleTimeout = idleTimeout
+        self.totalTimeout = totalTimeout
         self.flowControl = flowControl
         self.events = events
         self.answersChallenges = !credentials.isEmpty
@@ -159,7 +192,12 @@ final class CurlTransfer: @unchecked Sendable {
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if isTLS { _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue) }
         configure(request)
-        if let proxy {
+        connectToList = connection.apply(to: easy)
+        if let unixSocket {
+            _ = sk_curl_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, unixSocket.socketPath)
+            // A socket is reached directly: a proxy (configured or from the environment) would get the request.
+            _ = sk_curl_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
+        } else if let proxy {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
             // A tunnel's "200 Connection established" is not the response.
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
@@ -182,11 +220,12 @@ final class CurlTransfer: @unchecked Sendable {
         curl_easy_cleanup(easy)
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
+        if let connectToList { curl_slist_free_all(connectToList) }
     }
 
     private func configure(_ request: URLRequest) {
         let me = Unmanaged.passUnretained(self).toOpaque()
-        _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, unixSocket?.curlURL ?? url.absoluteString)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         let method = (request.httpMethod ?? "GET").uppercased()
@@ -321,6 +360,7 @@ final class CurlTransfer: @unchecked Sendable {
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         let length = size * count
+        transfer.headStarted = true
         transfer.headBytes += length
         if transfer.headBytes > maximumHeadBytes || transfer.head.fields.count >= maximumHeadFields {
             transfer.headTooLarge = true
@@ -424,6 +464,15 @@ final class CurlTransfer: @unchecked Sendable {
         if Int64(sent) != transfer.lastProgress.1 {
             transfer.events.uploadProgress(Int64(sent), transfer.uploadLength)
         }
+        if transfer.headClock != nil, !transfer.headStarted, Int64(sent) != transfer.lastProgress.1 {
+            transfer.headClock = now  // the response-head timeout counts from the request's last byte sent
+        }
+        if let limit = transfer.responseHeadTimeout, let start = transfer.headClock, !transfer.headStarted,
+            now.timeIntervalSince(start) > limit
+        {
+            transfer.headTimedOut = true
+            return 1
+        }
         if (Int64(received), Int64(sent)) != transfer.lastProgress {
             transfer.lastProgress = (Int64(received), Int64(sent))
             transfer.lastActivity = now
@@ -447,6 +496,7 @@ final class CurlTransfer: @unchecked Sendable {
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
         transfer.connectionObserver?.requestStarted(localPort: localPort)
+        if transfer.responseHeadTimeout != nil { (transfer.headClock, transfer.headStarted) = (Date(), false) }
         // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
         // libcurl sending the request again because a reused connection failed before any response byte: for a POST
         // that may have reached the server only the caller (its retrier) may decide that; an idempotent request goes
@@ -680,9 +730,39 @@ final class CurlTransfer: @unchecked Sendable {
                             "The request body stream failed: \(bodyStream?.streamError.map { "\($0)" } ?? "read error")"
                     ]) { $1 })
         }
+        if headTimedOut, let limit = responseHeadTimeout {
+            return Self.timeout(
+                .responseHead, "No response head began within \(limit) s of sending the request.", userInfo)
+        }
         if timedOut {
+            return Self.timeout(.request, "The request timed out: no byte moved for \(idleTimeout) s.", userInfo)
+        }
+        let curlDetail = String(cString: errorBuffer)
+        if code == CURLE_OPERATION_TIMEDOUT {
+            // libcurl's total limit is what was left of the resource timeout; its connect limit is the idle one.
+            var elapsed = 0.0
+            _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &elapsed)
+            if let totalTimeout, totalTimeout > 0, elapsed + 0.01 >= totalTimeout {
+                return Self.timeout(
+                    .resource, "The task ran out of its resource timeout (\(Int(totalTimeout * 1000)) ms were left).",
+                    userInfo)
+            }
+            if idleTimeout > 0 {
+                return Self.timeout(.request, "No connection was made within \(idleTimeout) s.", userInfo)
+            }
+        }
+        let connectFailure: String? =
+            code == CURLE_INTERFACE_FAILED
+            ? "The connection could not be bound to the local address (localAddress)"
+            : code == CURLE_COULDNT_CONNECT
+                ? unixSocket.map { "Could not connect to the Unix socket \($0.socketPath)" }
+                : nil
+        if let connectFailure {
             return URLError(
-                .timedOut, userInfo: userInfo.merging([NSLocalizedDescriptionKey: "The request timed out."]) { $1 })
+                .cannotConnectToHost,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey: "\(connectFailure): \(curlDetail.isEmpty ? reason : curlDetail)."
+                ]) { $1 })
         }
         if let crossed = decodingLimitCrossed {
             return URLError(
@@ -736,7 +816,8 @@ final class CurlTransfer: @unchecked Sendable {
         let mapped: URLError.Code
         switch code {
         case CURLE_COULDNT_CONNECT: mapped = .cannotConnectToHost
-        case CURLE_COULDNT_RESOLVE_HOST: mapped = .cannotFindHost
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: mapped = .cannotFindHost
+        case CURLE_PROXY: mapped = .cannotConnectToHost  // the SOCKS5 handshake (or its authentication) failed
         case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: mapped = .networkConnectionLost
         case CURLE_ABORTED_BY_CALLBACK where isTLS && !handshake.accepted: mapped = .serverCertificateUntrusted

@@ -33,9 +33,11 @@ struct RedirectState {
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
             let target = URL(string: location, relativeTo: current)?.absoluteURL,
-            ["http", "https"].contains(target.scheme?.lowercased() ?? "")
+            ["http", "https", "http+unix", "https+unix"].contains(target.scheme?.lowercased() ?? "")
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
-        if current.scheme?.lowercased() == "https" && target.scheme?.lowercased() == "http" {
+        if ["https", "https+unix"].contains(current.scheme?.lowercased() ?? ""),
+            ["http", "http+unix"].contains(target.scheme?.lowercased() ?? "")
+        {
             return failure(.appTransportSecurityRequiresSecureConnection, "A redirect from https to http is refused.")
         }
         count += 1

@@ -7,6 +7,32 @@ import Foundation
 /// URLSession's own tasks and transport: it trusts the system CA bundle only, cannot enforce a ``SecurityPolicy``,
 /// keeps no resume data, and ignores the resource timeout on Linux (the manager enforces it).
 struct FoundationTaskTransport: TaskTransport {
+    /// Whether the configuration names a SOCKS5 proxy, which URLSession on Linux does not use.
+    var hasSOCKSProxy = false
+
+    func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
+        if UnixSocketURL.isUnixSocket(request.url) {
+            return URLError(
+                .unsupportedURL,
+                userInfo: [
+                    NSLocalizedDescriptionKey:
+                        "URLSession cannot reach a Unix domain socket (\(request.url?.absoluteString ?? "")); use "
+                        + "Transport.curl.",
+                    NSURLErrorFailingURLErrorKey: request.url as Any,
+                ]) as NSError
+        }
+        var unsupported: [String] = []
+        if !connection.resolvedAddresses.isEmpty { unsupported.append("resolvedAddresses") }
+        if connection.localAddress != nil { unsupported.append("localAddress") }
+        if connection.responseHeadTimeout != nil { unsupported.append("timeoutIntervalForResponseHead") }
+        if hasSOCKSProxy { unsupported.append("a SOCKS proxy in connectionProxyDictionary") }
+        guard !unsupported.isEmpty else { return nil }
+        return SessionKitError.session(
+            .transportOptionUnsupported,
+            "The Foundation transport cannot honour \(unsupported.joined(separator: ", ")) (URLSession on Linux has no "
+                + "such setting); use Transport.curl.")
+    }
+
     /// Resumes one of URLSession's own tasks if it is suspended, and posts `sessionKitTaskDidResume`.
     ///
     /// Guarded against a crash of URLSession on Linux: a task resumed while it runs restarts its transfer (and then

@@ -117,7 +117,9 @@ final class ResponseCache: @unchecked Sendable {
             let stored = store.cachedResponse(for: request)
             entry = stored.flatMap(CacheEntry.init).flatMap { entry in
                 guard entry.matches(request), entry.mayServe(principal: principal()) else { return nil }
-                if url.scheme?.lowercased() == "https", entry.policyKey != policyKey() { return nil }
+                if ["https", "https+unix"].contains(url.scheme?.lowercased() ?? ""), entry.policyKey != policyKey() {
+                    return nil
+                }
                 return entry
             }
             // Only when nothing at all is stored under the URL's key (another query or variant may be).

@@ -54,6 +54,8 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// What the upgrade's handshake waits for (`curl_waitfd` events), while it runs.
     private var handshakeWaits: Int16 = 0
     private let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: 256)
+    /// libcurl's `CURLOPT_CONNECT_TO` list (the manager's resolved addresses), freed with the handle.
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
     /// Where `curl_easy_recv` writes, reused (allocated with the connection, never empty).
     private let receiveBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveChunk, alignment: 1)
     /// I/O steps in one pass at most, so that one busy stream does not starve the others.
@@ -62,7 +64,8 @@ final class CurlStreamConnection: @unchecked Sendable {
 
     init?(
         host: String, port: Int, secure: Bool, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
-        connectTimeout: TimeInterval, driver: CurlStreamDriver
+        connectTimeout: TimeInterval, proxy: String? = nil, connection: ConnectionOptions = ConnectionOptions(),
+        driver: CurlStreamDriver
     ) {
         guard (1...65535).contains(port), let (authority, name) = Self.authority(of: host),
             let share = Self.privateConnectionCache()
@@ -91,8 +94,12 @@ final class CurlStreamConnection: @unchecked Sendable {
         // A stream has a connection of its own, which libcurl's cache must never close for being idle.
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_MAXAGE_CONN, Int(Int32.max))
-        // A stream goes straight to its host: an HTTP proxy from the environment would not tunnel it.
-        _ = sk_curl_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
+        // The proxies of HTTP requests: the configuration's, else libcurl's from the environment (`http_proxy`,
+        // `https_proxy`, `all_proxy`, `no_proxy`); an HTTP proxy carries the stream in a CONNECT tunnel, a SOCKS5 one
+        // as it carries any connection. A proxy that cannot be reached fails the stream (never a direct connection).
+        if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_HTTPPROXYTUNNEL, 1)
+        connectToList = connection.apply(to: easy)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         if connectTimeout > 0 && connectTimeout < TimeInterval(Int32.max / 1000) {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, max(1, Int(connectTimeout * 1000)))
@@ -147,6 +154,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         // The handle first: a share handle still used by one refuses to go.
         curl_easy_cleanup(easy)
         curl_share_cleanup(share)
+        if let connectToList { curl_slist_free_all(connectToList) }
         errorBuffer.deallocate()
         receiveBuffer.deallocate()
     }
@@ -371,6 +379,8 @@ final class CurlStreamConnection: @unchecked Sendable {
         case CURLE_COULDNT_CONNECT: mapped = .cannotConnectToHost
         case CURLE_COULDNT_RESOLVE_HOST: mapped = .cannotFindHost
         case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
+        case CURLE_COULDNT_RESOLVE_PROXY: mapped = .cannotFindHost
+        case CURLE_PROXY: mapped = .cannotConnectToHost
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
         case CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING: mapped = .networkConnectionLost
         default: mapped = .cannotConnectToHost

@@ -29,6 +29,11 @@ final class CurlStreamDriver: @unchecked Sendable {
         /// Set when the manager refused the task (its session was invalidated): `resume()` and every operation fail
         /// with it, and the task completes with it, without connecting.
         var refusal: NSError?
+        /// The configuration's proxies for plain and secure streams (`http://…`, `socks5h://…`); nil for libcurl's
+        /// choice from the environment.
+        var proxies: (http: String?, https: String?) = (nil, nil)
+        /// Resolved addresses and local address.
+        var connection = ConnectionOptions()
     }
 
     typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
@@ -224,7 +229,9 @@ final class CurlStreamDriver: @unchecked Sendable {
         guard
             let connection = CurlStreamConnection(
                 host: host, port: port, secure: secure, policy: environment.policy,
-                tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout, driver: self)
+                tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout,
+                proxy: secure ? environment.proxies.https : environment.proxies.http,
+                connection: environment.connection, driver: self)
         else {
             return apply {
                 $0.connected(
