@@ -65,12 +65,16 @@ public final class LoopbackServer: @unchecked Sendable {
     ///   - recordsRequests: Keep every request in ``requests``; turn off for long load runs.
     ///   - threads: Event-loop threads.
     ///   - maximumTLSVersion: With `tls`, the newest TLS version the server speaks (to test a client's floor).
+    ///   - clientCertificateRoots: With `tls` (HTTP/1.1), require a client certificate issued under these PEM roots
+    ///     (mutual TLS; the handshake fails without one), and add `X-Client-Certificate: <its common name>` to each
+    ///     request (``clientCertificateField``).
     public static func start(
         tls: TestCertificates.Identity? = nil,
         http2: Bool = false,
         recordsRequests: Bool = true,
         threads: Int = 1,
-        maximumTLSVersion: TLSVersion? = nil
+        maximumTLSVersion: TLSVersion? = nil,
+        clientCertificateRoots: URL? = nil
     ) async throws -> LoopbackServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox<[RecordedRequest]>([])
@@ -81,6 +85,10 @@ public final class LoopbackServer: @unchecked Sendable {
             if let maximumTLSVersion {
                 configuration.minimumTLSVersion = .tlsv1
                 configuration.maximumTLSVersion = maximumTLSVersion
+            }
+            if let clientCertificateRoots {
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .file(clientCertificateRoots.path)
             }
             return try NIOSSLContext(configuration: configuration)
         }
@@ -128,6 +136,9 @@ public final class LoopbackServer: @unchecked Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    if clientCertificateRoots != nil {
+                        try channel.pipeline.syncOperations.addHandler(ClientCertificateHeader())
+                    }
                     try channel.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: isTLS, record: recorder))
                 }
             }
@@ -144,6 +155,10 @@ public final class LoopbackServer: @unchecked Sendable {
             throw error
         }
     }
+
+    /// The header a server started with `clientCertificateRoots` adds to each request: the common name of the client
+    /// certificate of its connection.
+    public static let clientCertificateField = ClientCertificateHeader.field
 
     /// `http://127.0.0.1:PORT` (or `https://…`).
     public var baseURL: URL {

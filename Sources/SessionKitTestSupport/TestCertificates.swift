@@ -50,6 +50,19 @@ public enum TestCertificates {
             keyFile: directory.appendingPathComponent("\(key).key"))
     }
 
+    /// A client certificate file made by the script for mutual TLS: `client-alice.p12` (password ``alicePassword``,
+    /// alice's key and certificate under the root, and the root), `client-alice.pem`, `client-alice.key`,
+    /// `client-bob-chain.pem` (bob's certificate under the intermediate, then the intermediate) and
+    /// `client-bob-encrypted.key` (PKCS#8, password ``bobPassword``).
+    public static func client(_ file: String) throws -> Data {
+        try Data(contentsOf: directory.appendingPathComponent(file))
+    }
+
+    /// The password of `client-alice.p12`.
+    public static let alicePassword = "alice-secret"
+    /// The password of `client-bob-encrypted.key`.
+    public static let bobPassword = "bob-secret"
+
     /// The DER bytes of the first certificate in a PEM file.
     public static func derCertificate(at pemFile: URL) throws -> Data {
         let text = try String(contentsOf: pemFile, encoding: .utf8)

@@ -125,6 +125,8 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
                 error = nil  // the challenge's response, already received, is the result
             case .resourceTimeout:
                 error = Self.error(.timedOut, "The request took longer than the session's resource timeout.", of: task)
+            case .clientIdentityUnsupported:
+                error = FoundationTaskTransport().clientIdentityRefusal
             }
         }
         if error == nil, task.response == nil, !(task is URLSessionStreamTask) {
@@ -295,6 +297,10 @@ extension SessionDelegateHub: TaskEventSink {
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {
         registry.delegate(for: task)?.didCollect(timings)
         overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {
+        registry.delegate(for: task)?.didFailPinning(report)
     }
 
     func task(

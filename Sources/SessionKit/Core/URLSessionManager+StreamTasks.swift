@@ -35,7 +35,8 @@ extension URLSessionManager {
         let options = TransportTaskOptions(
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
-                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
+                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion),
+            clientIdentity: clientIdentity)
         // Under the session lock, as `makeTask` creates tasks: a task made while the session is being invalidated is
         // either refused or registered before the invalidation's cancel loop runs.
         return makeStreamTask { session, refusal in

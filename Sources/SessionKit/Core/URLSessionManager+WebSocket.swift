@@ -50,7 +50,8 @@ extension URLSessionManager {
         let options = TransportTaskOptions(
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
-                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion))
+                minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion),
+            clientIdentity: clientIdentity)
         let invalidURL =
             endpoint == nil
             ? SessionKitError.session(

@@ -59,6 +59,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var completionGroup: DispatchGroup?
         var interceptor: (any RequestInterceptor)?
         var eventMonitors: [any EventMonitor] = []
+        var clientIdentity: ClientIdentity?
     }
 
     private let sessionState = Protected(SessionState())
@@ -153,6 +154,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
         copy.transport = transport
         copy.securityPolicy = securityPolicy.copy(with: nil) as? SecurityPolicy ?? securityPolicy
+        copy.clientIdentity = clientIdentity  // shared in memory by a copy, never archived (a secret)
     }
 
     static func copied(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
@@ -297,6 +299,48 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// decompression limits are the manager's).
     public func setResponseBodyLimits(_ limits: ResponseBodyLimits, for task: URLSessionTask) {
         registry.delegate(for: task)?.setBodyLimits(limits)
+    }
+
+    /// The client certificate and key that every https request of this manager presents when the server asks for
+    /// one (mutual TLS); nil (the default) for none. A task can have its own (``setClientIdentity(_:for:)``).
+    ///
+    /// Presented in the TLS handshake of the connection that carries the request, on the curl transport; the
+    /// ``securityPolicy`` still decides whether the server is trusted. Connections made with one identity (or none)
+    /// are never reused for a request with another. The identity is a secret: it is not written into the manager's
+    /// archive (`NSSecureCoding`) and never logged; a copy of the manager (`copy()`) shares it. On the Foundation
+    /// transport, which cannot present one, every request fails while it is set
+    /// (``SessionKitError/Code/unsupportedByTransport``).
+    ///
+    /// ```swift
+    /// let p12 = try Data(contentsOf: URL(fileURLWithPath: "/run/secrets/client.p12"))
+    /// manager.clientIdentity = try ClientIdentity(pkcs12: p12, password: password)
+    /// ```
+    public var clientIdentity: ClientIdentity? {
+        get { settings.read { $0.clientIdentity } }
+        set { settings.write { $0.clientIdentity = newValue } }
+    }
+
+    /// Sets the client identity of one task of this manager, instead of ``clientIdentity`` (nil: none at all), before
+    /// the task is resumed: its connections present it when a server asks for a certificate. Set after the task
+    /// started, it changes nothing. Stream and WebSocket tasks present the manager's identity at their creation.
+    ///
+    /// On the Foundation transport a task given an identity fails at once with
+    /// ``SessionKitError/Code/unsupportedByTransport``: it is never sent without it.
+    ///
+    /// ```swift
+    /// let task = manager.dataTask(with: request) { response, object, error in … }
+    /// manager.setClientIdentity(tenantIdentity, for: task)
+    /// task.resume()
+    /// ```
+    public func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask) {
+        if let curl = task as? CurlTask {
+            _ = curl.driver.setClientIdentity(identity)
+        } else if identity != nil, registry.delegate(for: task) != nil,
+            taskTransports.foundation.clientIdentityRefusal != nil
+        {
+            registry.markCancellation(of: task, as: .clientIdentityUnsupported)
+            task.cancel()
+        }
     }
 
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
@@ -594,13 +638,14 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 caller(outcome)
             }
         }
-        let (transport, policy, tlsVersions, limits) = settings.read {
-            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits)
+        let (transport, policy, tlsVersions, limits, identity) = settings.read {
+            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits, $0.clientIdentity)
         }
         let taskTransport = taskTransports[transport]
         if let request = source.request,
             let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
+                ?? (identity != nil ? taskTransport.clientIdentityRefusal : nil)
         {
             source = .refused(refusal, download: source.isDownload)
         }
@@ -618,7 +663,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             state.session = session
             let options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
-                decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize))
+                decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
+                clientIdentity: identity)
             return taskTransport.makeTask(for: source, uploadLength: uploadLength, options: options, session: session)
         }
         let created = made?.task

@@ -141,6 +141,10 @@ public struct SessionKitError: Error, @unchecked Sendable {
         /// A streamed request body's trailers could not be sent: libcurl sends request trailers only after a chunked
         /// HTTP/1.1 body, and the request went over HTTP/2 (the request fails rather than drop them).
         case requestTrailersNotSent = 9
+        /// The request needs what the manager's ``Transport`` cannot do: a client certificate
+        /// (``URLSessionManager/clientIdentity``) on the Foundation transport, which URLSession on Linux cannot
+        /// present. The request was not sent.
+        case unsupportedByTransport = 10
     }
 
     /// Builds an error of ``sessionDomain``.

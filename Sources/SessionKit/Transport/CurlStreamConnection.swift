@@ -62,7 +62,7 @@ final class CurlStreamConnection: @unchecked Sendable {
 
     init?(
         host: String, port: Int, secure: Bool, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
-        connectTimeout: TimeInterval, driver: CurlStreamDriver
+        connectTimeout: TimeInterval, identity: ClientIdentity? = nil, driver: CurlStreamDriver
     ) {
         guard (1...65535).contains(port), let (authority, name) = Self.authority(of: host),
             let share = Self.privateConnectionCache()
@@ -81,7 +81,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         // The policy and SNI see the host libcurl connects to: without the brackets of an IPv6 literal.
         self.host = name
         self.isTLS = secure
-        self.handshake = HandshakeCheck(policy: policy, host: name)
+        self.handshake = HandshakeCheck(policy: policy, host: name, identity: identity)
         self.tlsVersions = tlsVersions
         self.driver = driver
         errorBuffer.initialize(repeating: 0, count: 256)

@@ -29,6 +29,8 @@ final class CurlStreamDriver: @unchecked Sendable {
         /// Set when the manager refused the task (its session was invalidated): `resume()` and every operation fail
         /// with it, and the task completes with it, without connecting.
         var refusal: NSError?
+        /// The client certificate the connection presents when the server asks for one (mutual TLS).
+        var clientIdentity: ClientIdentity? = nil
     }
 
     typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
@@ -224,7 +226,8 @@ final class CurlStreamDriver: @unchecked Sendable {
         guard
             let connection = CurlStreamConnection(
                 host: host, port: port, secure: secure, policy: environment.policy,
-                tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout, driver: self)
+                tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout,
+                identity: environment.clientIdentity, driver: self)
         else {
             return apply {
                 $0.connected(

@@ -30,6 +30,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         /// The serial queue under the manager's delegate `OperationQueue`: every event and decision runs there, in
         /// a block of its own (an `Operation` per drain cost about 35k instructions per request).
         let delegateQueue: DispatchQueue
+        /// The client certificate the task's connections present (mutual TLS), unless the task sets its own.
+        var clientIdentity: ClientIdentity? = nil
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -39,6 +41,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         case sent(Int64, Int64)
         case trailers([(String, String)])
         case timings(TransferTimings)
+        case pinningReport(PinningReport)
         case end(URLError?)
     }
 
@@ -88,6 +91,8 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     private let environment: Environment
     private let observed: Protected<Observed>
+    /// The task's client identity, and whether its first transfer has read it (it is fixed from then on).
+    private let identity: Protected<(ClientIdentity?, fixed: Bool)>
     private var conversation = Conversation()
     /// A challenge's body is kept for delivery up to this size (a challenge's page is small).
     private static let heldBodyLimit = 1 << 20
@@ -96,8 +101,27 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.taskIdentifier = taskIdentifier
         self.originalRequest = request
         self.environment = environment
+        self.identity = Protected((environment.clientIdentity, false))
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
         conversation.cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
+    }
+
+    /// Sets the client identity the task's connections present (nil: none), instead of the manager's; false once the
+    /// task has started, when it is too late.
+    func setClientIdentity(_ identity: ClientIdentity?) -> Bool {
+        self.identity.write { current in
+            guard !current.fixed else { return false }
+            current.0 = identity
+            return true
+        }
+    }
+
+    /// The identity of the task's transfers, fixed from its first transfer on.
+    private var clientIdentity: ClientIdentity? {
+        identity.write { current in
+            current.fixed = true
+            return current.0
+        }
     }
 
     // MARK: - What the task reports (any thread)
@@ -263,6 +287,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             uploadProgress: { [self] sent, expected in enqueue(.sent(sent, expected)) },
             trailers: { [self] lines in enqueue(.trailers(lines)) },
             timings: { [self] timings in enqueue(.timings(timings)) },
+            pinningReport: { [self] report in enqueue(.pinningReport(report)) },
             flush: { [self] in scheduleDrain() })
         guard
             let transfer = makeTransfer(
@@ -282,7 +307,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, events: events)
+            flowControl: flowControl, identity: clientIdentity, events: events)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
@@ -319,7 +344,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard let transfer = makeTransfer(request, credentials: credentials, remaining: remaining, events: events),
             let engine = CurlEngine.engine(
                 for: environment.policy, tlsVersions: environment.tlsVersions,
-                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost),
+                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost, identity: clientIdentity),
             engine.add(transfer)
         else {
             conversation.backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
@@ -334,7 +359,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             guard
                 let engine = CurlEngine.engine(
                     for: environment.policy, tlsVersions: environment.tlsVersions,
-                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
+                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost, identity: clientIdentity)
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.lifecycle.isTerminal else { return false }
@@ -439,6 +464,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             sink.task(task, in: session, didReceiveTrailers: lines)
         case .timings(let timings):
             sink.task(task, in: session, didFinishCollecting: timings)
+        case .pinningReport(let report):
+            sink.task(task, in: session, didFailPinning: report)
         case .end(let error):
             let held = conversation.held
             conversation.held = nil

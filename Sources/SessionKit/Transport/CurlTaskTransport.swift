@@ -25,6 +25,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         Transport.pinningRefusal(for: request, policy: policy)
     }
 
+    var clientIdentityRefusal: NSError? { nil }
+
     var resumesDownloads: Bool { true }
 
     var needsResourceDeadlines: Bool { false }
@@ -54,7 +56,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
-                delegateQueue: delegateQueue))
+                delegateQueue: delegateQueue, clientIdentity: options.clientIdentity))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)
@@ -81,7 +83,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             taskIdentifier: identifier, host: host, port: port,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
-                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal))
+                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal,
+                clientIdentity: options.clientIdentity))
         return SessionStreamTask(driver: driver)
     }
 }

@@ -21,6 +21,13 @@ struct FoundationTaskTransport: TaskTransport {
         )
     }
 
+    var clientIdentityRefusal: NSError? {
+        SessionKitError.session(
+            .unsupportedByTransport,
+            "The Foundation transport cannot present a client certificate (URLSession on Linux has no mutual TLS); "
+                + "use Transport.curl, or set no clientIdentity.")
+    }
+
     var resumesDownloads: Bool { false }
 
     var needsResourceDeadlines: Bool { true }

@@ -11,6 +11,9 @@ protocol TaskTransport: Sendable {
     /// Why a task for `request` cannot run under `policy` on this transport, if it cannot.
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError?
 
+    /// Why a task cannot present a client identity (mutual TLS) on this transport; nil when it can.
+    var clientIdentityRefusal: NSError? { get }
+
     /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
     var resumesDownloads: Bool { get }
 
@@ -37,6 +40,8 @@ struct TransportTaskOptions: Sendable {
     var tlsVersions = TLSVersionRange()
     /// How far a `Content-Encoding` body may inflate (the Foundation transport cannot see the wire).
     var decodingLimits = CurlTransfer.DecodingLimits()
+    /// The client certificate its connections present (mutual TLS).
+    var clientIdentity: ClientIdentity?
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

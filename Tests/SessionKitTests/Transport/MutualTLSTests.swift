@@ -1,0 +1,175 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Mutual TLS against a loopback NIOSSL server that requires a client certificate under the test root and tells, in
+/// `X-Client-Certificate`, the common name of the certificate on the connection that carried each request.
+final class MutualTLSTests: XCTestCase {
+    private var server: LoopbackServer!
+    private var alice: ClientIdentity!
+    private var bob: ClientIdentity!
+
+    override func setUp() async throws {
+        try await super.setUp()
+        server = try await LoopbackServer.start(
+            tls: TestCertificates.localhost, clientCertificateRoots: TestCertificates.rootCAFile)
+        alice = try ClientIdentity(
+            pkcs12: TestCertificates.client("client-alice.p12"), password: TestCertificates.alicePassword)
+        bob = try ClientIdentity(
+            certificateChainPEM: TestCertificates.client("client-bob-chain.pem"),
+            privateKeyPEM: TestCertificates.client("client-bob-encrypted.key"), password: TestCertificates.bobPassword)
+    }
+
+    override func tearDown() async throws {
+        try await server?.shutdown()
+        server = nil
+        try await super.tearDown()
+    }
+
+    private func makeManager(
+        identity: ClientIdentity?, transport: Transport = .curl
+    ) throws -> HTTPSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        configuration.urlCache = nil
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = transport
+        let root = try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
+        manager.securityPolicy = SecurityPolicy(trustingRootCertificates: [root])
+        manager.clientIdentity = identity
+        return manager
+    }
+
+    /// The common name the server saw on the connection of the request whose URI holds `marker`.
+    private func subject(of marker: String) -> String? {
+        server.requests.first { $0.uri.contains(marker) }?.header(LoopbackServer.clientCertificateField)
+    }
+
+    /// GETs `/get?m=<marker>`: nil on success, else the error.
+    private func get(_ manager: HTTPSessionManager, _ marker: String) async -> Error? {
+        do {
+            let result = try await manager.get("/get?m=\(marker)")
+            XCTAssertEqual(result.statusCode, 200)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Runs a data task for `/get?m=<marker>` with `identity` set on the task (nil: the manager's is left alone).
+    private func taskGet(
+        _ manager: HTTPSessionManager, _ marker: String, identity: ClientIdentity??
+    ) async throws -> Error? {
+        try await awaitCallback { done in
+            let task = manager.dataTask(with: URLRequest(url: server.url("/get?m=\(marker)"))) { _, _, error in
+                done(error)
+            }
+            if let identity { manager.setClientIdentity(identity, for: task) }
+            task.resume()
+        }
+    }
+
+    func testAPKCS12IdentityIsPresentedToTheServer() async throws {
+        let manager = try makeManager(identity: alice)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let error = await get(manager, "p12")
+        XCTAssertNil(error)
+        XCTAssertEqual(subject(of: "p12"), "SessionKit Test Client alice")
+    }
+
+    /// Bob's certificate is issued by the intermediate, which the server does not trust by itself: the chain's
+    /// intermediate must be sent too.
+    func testAPEMIdentityWithAnEncryptedKeyIsPresentedWithItsIntermediate() async throws {
+        let manager = try makeManager(identity: bob)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let error = await get(manager, "pem")
+        XCTAssertNil(error)
+        XCTAssertEqual(subject(of: "pem"), "SessionKit Test Client bob")
+    }
+
+    func testWithoutAnIdentityAServerRequiringOneIsAClearErrorAndReceivesNoRequest() async throws {
+        let manager = try makeManager(identity: nil)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let error = await get(manager, "none")
+        XCTAssertEqual((error as? URLError)?.code, .clientCertificateRequired, "\(String(describing: error))")
+        XCTAssertTrue(
+            (error as? URLError)?.localizedDescription.contains("clientIdentity") == true,
+            "\(String(describing: error))")
+        XCTAssertEqual(server.requestCount, 0)
+    }
+
+    func testTheTasksIdentityWinsOverTheManagers() async throws {
+        let manager = try makeManager(identity: alice)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let viaTask = try await taskGet(manager, "task-bob", identity: .some(bob))
+        XCTAssertNil(viaTask)
+        XCTAssertEqual(subject(of: "task-bob"), "SessionKit Test Client bob")
+        let managers = try await taskGet(manager, "task-default", identity: nil)
+        XCTAssertNil(managers)
+        XCTAssertEqual(subject(of: "task-default"), "SessionKit Test Client alice")
+        // nil on the task: no identity at all, whatever the manager's.
+        let none = try await taskGet(manager, "task-none", identity: .some(nil))
+        XCTAssertEqual((none as? URLError)?.code, .clientCertificateRequired, "\(String(describing: none))")
+        XCTAssertNil(subject(of: "task-none"))
+    }
+
+    /// Two managers (same policy), a task of its own and a manager without an identity, in turns, against one
+    /// keep-alive server: each request is served on a connection made with its own identity (or none), never on
+    /// another's, however the turns go.
+    func testConnectionsMadeWithDifferentIdentitiesAreNeverShared() async throws {
+        let (managerA, managerB, managerNone) = (
+            try makeManager(identity: alice), try makeManager(identity: bob), try makeManager(identity: nil)
+        )
+        defer {
+            for manager in [managerA, managerB, managerNone] {
+                manager.invalidateSessionCancelingTasks(true, resetSession: false)
+            }
+        }
+        for round in 0..<3 {
+            let errorA = await get(managerA, "a\(round)")
+            XCTAssertNil(errorA)
+            let errorB = await get(managerB, "b\(round)")
+            XCTAssertNil(errorB)
+            let errorTask = try await taskGet(managerA, "t\(round)", identity: .some(bob))
+            XCTAssertNil(errorTask)
+            let errorNone = await get(managerNone, "n\(round)")
+            XCTAssertEqual((errorNone as? URLError)?.code, .clientCertificateRequired, "\(String(describing: errorNone))")
+            XCTAssertEqual(subject(of: "a\(round)"), "SessionKit Test Client alice")
+            XCTAssertEqual(subject(of: "b\(round)"), "SessionKit Test Client bob")
+            XCTAssertEqual(subject(of: "t\(round)"), "SessionKit Test Client bob")
+            XCTAssertNil(subject(of: "n\(round)"))
+        }
+        // Connections were reused within an identity: one per identity kept alive (plus the refused ones).
+        XCTAssertLessThan(server.connectionCount, 3 * 4)
+    }
+
+    func testAManagerArchiveCarriesNoIdentity() throws {
+        let manager = try makeManager(identity: alice)
+        let archive = try SecureArchive.archive(manager)
+        let restored = try SecureArchive.unarchive(HTTPSessionManager.self, from: archive)
+        XCTAssertNil(restored.clientIdentity)
+        XCTAssertNotNil((manager.copy() as? HTTPSessionManager)?.clientIdentity, "a copy in memory shares it")
+        let key = try TestCertificates.client("client-alice.key")
+        for secret in [alice.certificate.der, Data(String(decoding: key, as: UTF8.self).utf8.prefix(200).suffix(64))] {
+            XCTAssertNil(archive.range(of: secret), "the archive holds part of the identity")
+        }
+    }
+
+    func testTheFoundationTransportRefusesAnIdentityBeforeSendingAnything() async throws {
+        let manager = try makeManager(identity: alice, transport: .foundation)
+        manager.securityPolicy = .default  // the policy is refused there too: the identity alone is under test
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let error = await get(manager, "foundation")
+        XCTAssertEqual(SessionKitError(error ?? URLError(.unknown)).kind, .session(.unsupportedByTransport))
+        // A task given an identity of its own fails too, at once.
+        manager.clientIdentity = nil
+        let viaTask = try await taskGet(manager, "foundation-task", identity: .some(alice))
+        XCTAssertEqual(SessionKitError(viaTask ?? URLError(.unknown)).kind, .session(.unsupportedByTransport))
+        XCTAssertEqual(server.requestCount, 0)
+    }
+}
