@@ -66,9 +66,8 @@ final class MutualTLSTests: XCTestCase {
         _ manager: HTTPSessionManager, _ marker: String, identity: ClientIdentity??
     ) async throws -> Error? {
         try await awaitCallback { done in
-            let task = manager.dataTask(with: URLRequest(url: server.url("/get?m=\(marker)"))) { _, _, error in
-                done(error)
-            }
+            let task = manager.dataTask(
+                with: URLRequest(url: server.url("/get?m=\(marker)")), completionHandler: { _, _, error in done(error) })
             if let identity { manager.setClientIdentity(identity, for: task) }
             task.resume()
         }
