@@ -80,15 +80,11 @@ public final class LoopbackServer: @unchecked Sendable {
         let log = NIOLockedValueBox<[RecordedRequest]>([])
         let counters = NIOLockedValueBox(Counters())
         let sslContext = try tls.map { identity in
-            var configuration = try identity.serverConfiguration()
+            var configuration = try identity.serverConfiguration(clientCertificateRoots: clientCertificateRoots)
             if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
             if let maximumTLSVersion {
                 configuration.minimumTLSVersion = .tlsv1
                 configuration.maximumTLSVersion = maximumTLSVersion
-            }
-            if let clientCertificateRoots {
-                configuration.certificateVerification = .noHostnameVerification
-                configuration.trustRoots = .file(clientCertificateRoots.path)
             }
             return try NIOSSLContext(configuration: configuration)
         }

@@ -22,6 +22,17 @@ public enum TestCertificates {
             configuration.shutdownTimeout = .milliseconds(100)
             return configuration
         }
+
+        /// NIOSSL's server configuration for this identity, requiring a client certificate issued under the PEM
+        /// roots `clientCertificateRoots` when they are given (mutual TLS).
+        func serverConfiguration(clientCertificateRoots: URL?) throws -> TLSConfiguration {
+            var configuration = try serverConfiguration()
+            if let clientCertificateRoots {
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .file(clientCertificateRoots.path)
+            }
+            return configuration
+        }
     }
 
     /// The folder of the certificate files.

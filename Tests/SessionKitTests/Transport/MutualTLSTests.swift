@@ -147,6 +147,31 @@ final class MutualTLSTests: XCTestCase {
         XCTAssertLessThan(server.connectionCount, 3 * 4)
     }
 
+    /// A stream task (TLS from the start) presents the manager's identity; without one, the server's refusal is the
+    /// same clear error.
+    func testAStreamTaskPresentsTheManagersIdentity() async throws {
+        let echo = try await EchoServer.start(
+            tls: TestCertificates.localhost, clientCertificateRoots: TestCertificates.rootCAFile)
+        defer { Task { try? await echo.shutdown() } }
+        for identity in [alice, nil] {
+            let manager = try makeManager(identity: identity)
+            defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+            let task = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+            task.startSecureConnection()
+            task.resume()
+            do {
+                try await task.write(Data("hello\n".utf8), timeout: 10)
+                let (data, _) = try await task.read(minLength: 6, maxLength: 6, timeout: 10)
+                XCTAssertNotNil(identity, "the server accepted a stream without a client certificate")
+                XCTAssertEqual(data, Data("hello\n".utf8))
+            } catch {
+                XCTAssertNil(identity, "\(error)")
+                XCTAssertEqual((error as? URLError)?.code, .clientCertificateRequired, "\(error)")
+            }
+            task.cancel()
+        }
+    }
+
     func testAManagerArchiveCarriesNoIdentity() throws {
         let manager = try makeManager(identity: alice)
         let archive = try SecureArchive.archive(manager)
