@@ -172,6 +172,33 @@ final class MutualTLSTests: XCTestCase {
         }
     }
 
+    /// A WebSocket over wss presents the manager's identity; without one, the task fails with the clear error and
+    /// no upgrade request reaches the server.
+    func testAWebSocketOverWSSPresentsTheManagersIdentity() async throws {
+        let webSockets = try await WebSocketServer.start(
+            tls: TestCertificates.localhost, clientCertificateRoots: TestCertificates.rootCAFile)
+        defer { Task { try? await webSockets.shutdown() } }
+        let manager = try makeManager(identity: alice)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let task = manager.webSocketTask(with: webSockets.url("/mtls"))
+        task.resume()
+        try await task.send(.string("over mutual TLS"))
+        let received = try await task.receive()
+        XCTAssertEqual(received, .string("over mutual TLS"))
+        task.cancel(with: .goingAway, reason: nil)
+
+        manager.clientIdentity = nil
+        let refused = manager.webSocketTask(with: webSockets.url("/none"))
+        refused.resume()
+        do {
+            _ = try await refused.receive()
+            XCTFail("received without a client certificate")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .clientCertificateRequired, "\(error)")
+        }
+        XCTAssertEqual(webSockets.seen.upgrades.count, 1, "only the upgrade with an identity reached the server")
+    }
+
     func testAManagerArchiveCarriesNoIdentity() throws {
         let manager = try makeManager(identity: alice)
         let archive = try SecureArchive.archive(manager)
