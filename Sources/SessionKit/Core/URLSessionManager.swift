@@ -322,7 +322,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     /// Sets the client identity of one task of this manager, instead of ``clientIdentity`` (nil: none at all), before
     /// the task is resumed: its connections present it when a server asks for a certificate. Set after the task
-    /// started, it changes nothing. Stream and WebSocket tasks present the manager's identity at their creation.
+    /// started, it changes nothing. Data, upload and download tasks of the curl transport, stream tasks and WebSocket
+    /// tasks take it (the last two present the manager's identity of their creation otherwise).
     ///
     /// On the Foundation transport a task given an identity fails at once with
     /// ``SessionKitError/Code/unsupportedByTransport``: it is never sent without it.
@@ -333,11 +334,16 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// task.resume()
     /// ```
     public func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask) {
-        if let curl = task as? CurlTask {
-            _ = curl.driver.setClientIdentity(identity)
-        } else if identity != nil, registry.delegate(for: task) != nil,
-            taskTransports.foundation.clientIdentityRefusal != nil
-        {
+        switch task {
+        case let curl as CurlTask:
+            _ = curl.driver.clientIdentity.set(identity)
+        case let stream as SessionStreamTask:
+            _ = stream.driver.clientIdentity.set(identity)
+        case let webSocket as SessionWebSocketTask:
+            _ = webSocket.driver.stream.driver.clientIdentity.set(identity)
+        default:
+            // A task of the Foundation transport, which cannot present one: it ends now rather than go without.
+            guard identity != nil, registry.delegate(for: task) != nil else { return }
             registry.markCancellation(of: task, as: .clientIdentityUnsupported)
             task.cancel()
         }

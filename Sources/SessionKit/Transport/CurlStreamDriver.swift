@@ -56,6 +56,8 @@ final class CurlStreamDriver: @unchecked Sendable {
     /// The public task object this driver runs (it owns the driver).
     weak var task: URLSessionStreamTask?
 
+    /// The client identity the connection presents, fixed when it connects.
+    let clientIdentity: TaskClientIdentity
     private let environment: Environment
     private let state: Protected<State>
 
@@ -64,6 +66,7 @@ final class CurlStreamDriver: @unchecked Sendable {
         self.host = host
         self.port = port
         self.environment = environment
+        self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
         state = Protected(State(lifecycle: StreamLifecycle(handshakeTimeout: environment.connectTimeout)))
     }
 
@@ -227,7 +230,7 @@ final class CurlStreamDriver: @unchecked Sendable {
             let connection = CurlStreamConnection(
                 host: host, port: port, secure: secure, policy: environment.policy,
                 tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout,
-                identity: environment.clientIdentity, driver: self)
+                identity: clientIdentity.forConnection(), driver: self)
         else {
             return apply {
                 $0.connected(

@@ -91,8 +91,8 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     private let environment: Environment
     private let observed: Protected<Observed>
-    /// The task's client identity, and whether its first transfer has read it (it is fixed from then on).
-    private let identity: Protected<(ClientIdentity?, fixed: Bool)>
+    /// The task's client identity, fixed from its first transfer on.
+    let clientIdentity: TaskClientIdentity
     private var conversation = Conversation()
     /// A challenge's body is kept for delivery up to this size (a challenge's page is small).
     private static let heldBodyLimit = 1 << 20
@@ -101,27 +101,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.taskIdentifier = taskIdentifier
         self.originalRequest = request
         self.environment = environment
-        self.identity = Protected((environment.clientIdentity, false))
+        self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
         conversation.cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
-    }
-
-    /// Sets the client identity the task's connections present (nil: none), instead of the manager's; false once the
-    /// task has started, when it is too late.
-    func setClientIdentity(_ identity: ClientIdentity?) -> Bool {
-        self.identity.write { current in
-            guard !current.fixed else { return false }
-            current.0 = identity
-            return true
-        }
-    }
-
-    /// The identity of the task's transfers, fixed from its first transfer on.
-    private var clientIdentity: ClientIdentity? {
-        identity.write { current in
-            current.fixed = true
-            return current.0
-        }
     }
 
     // MARK: - What the task reports (any thread)
@@ -307,7 +289,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, identity: clientIdentity, events: events)
+            flowControl: flowControl, identity: clientIdentity.forConnection(), events: events)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
@@ -344,7 +326,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard let transfer = makeTransfer(request, credentials: credentials, remaining: remaining, events: events),
             let engine = CurlEngine.engine(
                 for: environment.policy, tlsVersions: environment.tlsVersions,
-                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost, identity: clientIdentity),
+                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
+                identity: clientIdentity.forConnection()),
             engine.add(transfer)
         else {
             conversation.backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
@@ -359,7 +342,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             guard
                 let engine = CurlEngine.engine(
                     for: environment.policy, tlsVersions: environment.tlsVersions,
-                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost, identity: clientIdentity)
+                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
+                    identity: clientIdentity.forConnection())
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.lifecycle.isTerminal else { return false }

@@ -147,26 +147,30 @@ final class MutualTLSTests: XCTestCase {
         XCTAssertLessThan(server.connectionCount, 3 * 4)
     }
 
-    /// A stream task (TLS from the start) presents the manager's identity; without one, the server's refusal is the
-    /// same clear error.
-    func testAStreamTaskPresentsTheManagersIdentity() async throws {
+    /// A stream task (TLS from the start) presents the manager's identity, or its own; without one, the server's
+    /// refusal is the same clear error.
+    func testAStreamTaskPresentsItsIdentity() async throws {
         let echo = try await EchoServer.start(
             tls: TestCertificates.localhost, clientCertificateRoots: TestCertificates.rootCAFile)
         defer { Task { try? await echo.shutdown() } }
-        for identity in [alice, nil] {
-            let manager = try makeManager(identity: identity)
+        let cases: [(manager: ClientIdentity?, task: ClientIdentity??, accepted: Bool)] = [
+            (alice, nil, true), (nil, nil, false), (nil, .some(bob), true), (alice, .some(nil), false),
+        ]
+        for (index, identities) in cases.enumerated() {
+            let manager = try makeManager(identity: identities.manager)
             defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
             let task = manager.streamTask(withHostName: "127.0.0.1", port: echo.port)
+            if let identity = identities.task { manager.setClientIdentity(identity, for: task) }
             task.startSecureConnection()
             task.resume()
             do {
                 try await task.write(Data("hello\n".utf8), timeout: 10)
                 let (data, _) = try await task.read(minLength: 6, maxLength: 6, timeout: 10)
-                XCTAssertNotNil(identity, "the server accepted a stream without a client certificate")
+                XCTAssertTrue(identities.accepted, "case \(index): accepted without a client certificate")
                 XCTAssertEqual(data, Data("hello\n".utf8))
             } catch {
-                XCTAssertNil(identity, "\(error)")
-                XCTAssertEqual((error as? URLError)?.code, .clientCertificateRequired, "\(error)")
+                XCTAssertFalse(identities.accepted, "case \(index): \(error)")
+                XCTAssertEqual((error as? URLError)?.code, .clientCertificateRequired, "case \(index): \(error)")
             }
             task.cancel()
         }
