@@ -226,7 +226,12 @@ final class CurlTaskDriver: @unchecked Sendable {
             credentials.append(server.credential)  // never to another origin after a redirect
         }
         // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
-        let wireCredential = credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" }
+        // A client certificate is a credential too: what is stored for one identity is served to it alone.
+        let credentialParts = [
+            credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" },
+            clientIdentity.forConnection().map { "client-certificate \($0.connectionKey)" },
+        ].compactMap { $0 }
+        let wireCredential = credentialParts.isEmpty ? nil : credentialParts.joined(separator: "\u{0}")
         if let plan = conversation.cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:

@@ -203,6 +203,42 @@ final class MutualTLSTests: XCTestCase {
         XCTAssertEqual(webSockets.seen.upgrades.count, 1, "only the upgrade with an identity reached the server")
     }
 
+    /// A client certificate is a credential to the HTTP cache: a response stored for one identity is served to that
+    /// identity alone; another (or none) goes to the server.
+    func testTheCacheServesAResponseToTheIdentityItWasStoredFor() async throws {
+        let cache = URLCache(memoryCapacity: 4 << 20, diskCapacity: 0, diskPath: nil)
+        func cachingManager(_ identity: ClientIdentity?) throws -> HTTPSessionManager {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.timeoutIntervalForRequest = 10
+            configuration.urlCache = cache
+            let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+            manager.transport = .curl
+            manager.securityPolicy = SecurityPolicy(
+                trustingRootCertificates: [try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)])
+            manager.clientIdentity = identity
+            return manager
+        }
+        let (managerA, managerB) = (try cachingManager(alice), try cachingManager(bob))
+        defer {
+            managerA.invalidateSessionCancelingTasks(true, resetSession: false)
+            managerB.invalidateSessionCancelingTasks(true, resetSession: false)
+        }
+        let path = "/cache/60"
+        func serial(_ manager: HTTPSessionManager) async throws -> Int? {
+            let result = try await manager.get(path)
+            return (result.object as? [String: Any])?["serial"] as? Int
+        }
+        let first = try await serial(managerA)
+        XCTAssertNotNil(first)
+        let again = try await serial(managerA)
+        XCTAssertEqual(again, first, "the identity it was stored for is served from the cache")
+        XCTAssertEqual(server.requestCount, 1)
+        let other = try await serial(managerB)
+        XCTAssertNotEqual(other, first, "another identity's stored response")
+        XCTAssertEqual(server.requestCount, 2, "another identity goes to the server")
+        XCTAssertEqual(server.requests.last?.header(LoopbackServer.clientCertificateField), "SessionKit Test Client bob")
+    }
+
     func testAManagerArchiveCarriesNoIdentity() throws {
         let manager = try makeManager(identity: alice)
         let archive = try SecureArchive.archive(manager)
