@@ -74,8 +74,9 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
     /// - Throws: ``LoadError``: `.wrongPassword` (also an encrypted key without a password), `.unreadableData`, or
     ///   `.keyDoesNotMatchCertificate`.
     public init(certificateChainPEM: Data, privateKeyPEM: Data, password: String? = nil) throws {
-        try self.init(
-            storage: Storage(certificateChainPEM: certificateChainPEM, privateKeyPEM: privateKeyPEM, password: password))
+        let storage = try Storage(
+            certificateChainPEM: certificateChainPEM, privateKeyPEM: privateKeyPEM, password: password)
+        try self.init(storage: storage)
     }
 
     private init(storage: Storage) throws {
@@ -194,7 +195,8 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
                 chain.forEach { X509_free($0) }
                 throw LoadError(
                     kind: .unreadableData,
-                    description: "The PKCS#12 holds no certificate and key that OpenSSL can read (\(Self.lastError())); "
+                    description:
+                        "The PKCS#12 holds no certificate and key that OpenSSL can read (\(Self.lastError())); "
                         + "one encrypted with a legacy algorithm (RC2, 3DES) must be exported again with AES.")
             }
             try self.init(certificate: leaf, chain: chain, privateKey: key)
@@ -260,7 +262,8 @@ public struct ClientIdentity: Sendable, CustomStringConvertible {
                 request.asked = true
                 guard let password = request.password, password.count <= Int(size) else { return -1 }
                 password.withUnsafeBytes { raw in
-                    UnsafeMutableRawPointer(buffer).copyMemory(from: raw.baseAddress ?? UnsafeRawPointer(buffer), byteCount: raw.count)
+                    UnsafeMutableRawPointer(buffer).copyMemory(
+                        from: raw.baseAddress ?? UnsafeRawPointer(buffer), byteCount: raw.count)
                 }
                 return Int32(password.count)
             }

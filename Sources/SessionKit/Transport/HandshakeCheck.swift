@@ -78,11 +78,12 @@ final class HandshakeCheck: @unchecked Sendable {
     }
 
     /// OpenSSL's certificate callback: on a client, called when the server asks for a certificate.
-    private static let certificateRequestCallback: @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32 = {
-        _, userdata in
-        if let userdata { Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue().certificateRequested = true }
+    private static let certificateRequestCallback: CertificateCallback = { _, userdata in
+        guard let userdata else { return 1 }
+        Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue().certificateRequested = true
         return 1
     }
+    private typealias CertificateCallback = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32
 
     /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
     private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
@@ -97,8 +98,8 @@ final class HandshakeCheck: @unchecked Sendable {
         if let mismatch = refusal, mismatch.isPinMismatch, check.policy.reportsOnly {
             // Report-only pins: the connection goes on, and the request's monitors hear of it.
             refusal = nil
-            check.onPinningReport?(
-                PinningReport(host: check.host ?? "", certificateChain: trust.certificateChain, reason: mismatch.reason))
+            let (host, chain) = (check.host ?? "", trust.certificateChain)
+            check.onPinningReport?(PinningReport(host: host, certificateChain: chain, reason: mismatch.reason))
         }
         check.evaluated = true
         check.accepted = refusal == nil

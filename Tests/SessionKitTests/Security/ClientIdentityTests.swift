@@ -62,7 +62,8 @@ final class ClientIdentityTests: XCTestCase {
                 password: TestCertificates.bobPassword)
         }
         XCTAssertEqual(error?.kind, .keyDoesNotMatchCertificate)
-        XCTAssertTrue(error?.description.contains("SessionKit Test Client alice") == true, "\(String(describing: error))")
+        XCTAssertTrue(
+            error?.description.contains("SessionKit Test Client alice") == true, "\(String(describing: error))")
     }
 
     func testBytesThatAreNoIdentityAreUnreadable() throws {

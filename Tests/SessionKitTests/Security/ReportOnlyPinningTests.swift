@@ -75,8 +75,9 @@ final class ReportOnlyPinningTests: XCTestCase {
         XCTAssertEqual(result.statusCode, 200)
         // Through the task API too, on a new connection (another server): every API reaches the monitors.
         let error: Error? = try await awaitCallback { done in
-            manager.dataTask(with: URLRequest(url: other.url("/get")), completionHandler: { _, _, error in done(error) })
-                .resume()
+            let task = manager.dataTask(
+                with: URLRequest(url: other.url("/get")), completionHandler: { _, _, error in done(error) })
+            task.resume()
         }
         XCTAssertNil(error)
         XCTAssertEqual(server.requestCount, 1)

@@ -66,8 +66,8 @@ final class MutualTLSTests: XCTestCase {
         _ manager: HTTPSessionManager, _ marker: String, identity: ClientIdentity??
     ) async throws -> Error? {
         try await awaitCallback { done in
-            let task = manager.dataTask(
-                with: URLRequest(url: server.url("/get?m=\(marker)")), completionHandler: { _, _, error in done(error) })
+            let request = URLRequest(url: server.url("/get?m=\(marker)"))
+            let task = manager.dataTask(with: request, completionHandler: { _, _, error in done(error) })
             if let identity { manager.setClientIdentity(identity, for: task) }
             task.resume()
         }
@@ -137,7 +137,8 @@ final class MutualTLSTests: XCTestCase {
             let errorTask = try await taskGet(managerA, "t\(round)", identity: .some(bob))
             XCTAssertNil(errorTask)
             let errorNone = await get(managerNone, "n\(round)")
-            XCTAssertEqual((errorNone as? URLError)?.code, .clientCertificateRequired, "\(String(describing: errorNone))")
+            XCTAssertEqual(
+                (errorNone as? URLError)?.code, .clientCertificateRequired, "\(String(describing: errorNone))")
             XCTAssertEqual(subject(of: "a\(round)"), "SessionKit Test Client alice")
             XCTAssertEqual(subject(of: "b\(round)"), "SessionKit Test Client bob")
             XCTAssertEqual(subject(of: "t\(round)"), "SessionKit Test Client bob")
@@ -236,7 +237,8 @@ final class MutualTLSTests: XCTestCase {
         let other = try await serial(managerB)
         XCTAssertNotEqual(other, first, "another identity's stored response")
         XCTAssertEqual(server.requestCount, 2, "another identity goes to the server")
-        XCTAssertEqual(server.requests.last?.header(LoopbackServer.clientCertificateField), "SessionKit Test Client bob")
+        XCTAssertEqual(
+            server.requests.last?.header(LoopbackServer.clientCertificateField), "SessionKit Test Client bob")
     }
 
     func testAManagerArchiveCarriesNoIdentity() throws {
