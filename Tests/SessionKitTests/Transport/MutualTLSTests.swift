@@ -102,6 +102,24 @@ final class MutualTLSTests: XCTestCase {
         XCTAssertEqual(server.requestCount, 0)
     }
 
+    /// A server that does not trust the certificate's issuer refuses it: a clear error of its own, no request.
+    func testACertificateTheServerDoesNotTrustIsClientCertificateRejected() async throws {
+        let strict = try await LoopbackServer.start(
+            tls: TestCertificates.localhost,
+            clientCertificateRoots: TestCertificates.directory.appendingPathComponent("untrusted-root.pem"))
+        defer { Task { try? await strict.shutdown() } }
+        let manager = try makeManager(identity: alice)
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        do {
+            _ = try await manager.get(strict.url("/get").absoluteString)
+            XCTFail("the server accepted a certificate it does not trust")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .clientCertificateRejected, "\(error)")
+            XCTAssertTrue("\(error)".contains("SessionKit Test Client alice"), "\(error)")
+        }
+        XCTAssertEqual(strict.requestCount, 0)
+    }
+
     func testTheTasksIdentityWinsOverTheManagers() async throws {
         let manager = try makeManager(identity: alice)
         defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
