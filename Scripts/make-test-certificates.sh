@@ -5,14 +5,16 @@
 #   localhost.pem/.key     a leaf for localhost and 127.0.0.1, signed by the root
 #   localhost-chain.pem    the leaf followed by the root
 #   expired / not-yet-valid leaves and the *-chain.pem files the live TLS tests serve (see the end)
-# `make-test-certificates.sh served` makes only the last part again, keeping the CAs and leaves above.
+#   client-*               client identities for mutual TLS (see the end)
+# `make-test-certificates.sh served` makes only the served chains again, keeping the CAs and leaves above;
+# `make-test-certificates.sh clients` only the client identities.
 set -euo pipefail
 out="$(cd "$(dirname "$0")/.." && pwd)/Sources/SessionKitTestSupport/Certificates"
 mkdir -p "$out"
 cd "$out"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ "${1:-all}" != served ]; then
+if [ "${1:-all}" = all ]; then
 
 openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 \
   -subj "/CN=SessionKit Test Root CA" \
@@ -64,6 +66,7 @@ rm -f ./*.srl
 echo "evaluation certificates written"
 fi
 
+if [ "${1:-all}" != clients ]; then
 # Leaves outside their validity period, for localhost/127.0.0.1 under the intermediate (`openssl ca` sets the dates).
 mkdir -p "$tmp/ca"
 dated_leaf() { # name, start, end (YYYYMMDDHHMMSSZ)
@@ -103,3 +106,28 @@ cat intermediate-localhost.pem root-ca.pem > missing-intermediate-chain.pem
 cat untrusted-leaf.pem untrusted-root.pem > untrusted-leaf-chain.pem
 cp self-signed.pem self-signed-chain.pem
 echo "served chains written"
+fi
+
+if [ "${1:-all}" != served ]; then
+# Client identities for mutual TLS (a server trusting root-ca.pem verifies them): alice under the root, as a PKCS#12
+# with a password (her key and certificate, and the root); bob under the intermediate, as a PEM chain (his
+# certificate, then the intermediate, which the server needs to reach the root) and a PEM key encrypted with a
+# password (PKCS#8, AES-256).
+client() { # name, issuer-prefix
+  openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=SessionKit Test Client $1" -keyout "$tmp/$1.key" \
+    -out "$tmp/$1.csr"
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=clientAuth\n' \
+    > "$tmp/$1.ext"
+  openssl x509 -req -in "$tmp/$1.csr" -CA "$2.pem" -CAkey "$2.key" -CAcreateserial -days 3650 -sha256 \
+    -extfile "$tmp/$1.ext" -out "client-$1.pem"
+}
+client alice root-ca
+client bob intermediate-ca
+rm -f ./*.srl
+openssl pkcs12 -export -inkey "$tmp/alice.key" -in client-alice.pem -certfile root-ca.pem \
+  -name "SessionKit Test Client alice" -passout pass:alice-secret -out client-alice.p12
+cp "$tmp/alice.key" client-alice.key
+cat client-bob.pem intermediate-ca.pem > client-bob-chain.pem
+openssl pkcs8 -topk8 -v2 aes-256-cbc -in "$tmp/bob.key" -passout pass:bob-secret -out client-bob-encrypted.key
+echo "client identities written"
+fi

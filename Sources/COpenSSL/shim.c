@@ -123,3 +123,7 @@ SSL_CTX *sk_ssl_client_context(int min_version, int max_version) {
 int sk_ssl_set_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }
+
+int sk_ssl_ctx_add1_chain_cert(SSL_CTX *context, X509 *certificate) {
+    return (int)SSL_CTX_add1_chain_cert(context, certificate);
+}

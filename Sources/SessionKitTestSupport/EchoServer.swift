@@ -79,14 +79,18 @@ public final class EchoServer: @unchecked Sendable {
     /// - Parameters:
     ///   - tls: The server's certificate and key, or nil for plain TCP.
     ///   - behaviour: What it does on each connection.
+    ///   - clientCertificateRoots: With `tls`, require a client certificate issued under these PEM roots (mutual
+    ///     TLS; the handshake fails without one).
     public static func start(
-        tls: TestCertificates.Identity? = nil, behaviour: Behaviour = .echo
+        tls: TestCertificates.Identity? = nil, behaviour: Behaviour = .echo, clientCertificateRoots: URL? = nil
     ) async throws
         -> EchoServer
     {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let log = NIOLockedValueBox<[Connection]>([])
-        let tlsContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        let tlsContext = try tls.map {
+            try NIOSSLContext(configuration: $0.serverConfiguration(clientCertificateRoots: clientCertificateRoots))
+        }
         var sslContext = tlsContext
         if case .echoUpgradingOnSTARTTLS = behaviour { sslContext = nil }
         let upgradeContext = sslContext == nil ? tlsContext : nil

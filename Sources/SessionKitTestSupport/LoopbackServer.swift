@@ -71,19 +71,23 @@ public final class LoopbackServer: @unchecked Sendable {
     ///   - maximumTLSVersion: With `tls`, the newest TLS version the server speaks (to test a client's floor).
     ///   - unixSocketPath: Listen on a Unix domain socket at this path (created; removed by ``shutdown()``) instead of
     ///     127.0.0.1; ``baseURL`` is then `http+unix://<percent-encoded path>` (or `https+unix`).
+    ///   - clientCertificateRoots: With `tls` (HTTP/1.1), require a client certificate issued under these PEM roots
+    ///     (mutual TLS; the handshake fails without one), and add `X-Client-Certificate: <its common name>` to each
+    ///     request (``clientCertificateField``).
     public static func start(
         tls: TestCertificates.Identity? = nil,
         http2: Bool = false,
         recordsRequests: Bool = true,
         threads: Int = 1,
         maximumTLSVersion: TLSVersion? = nil,
-        unixSocketPath: String? = nil
+        unixSocketPath: String? = nil,
+        clientCertificateRoots: URL? = nil
     ) async throws -> LoopbackServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox<[RecordedRequest]>([])
         let counters = NIOLockedValueBox(Counters())
         let sslContext = try tls.map { identity in
-            var configuration = try identity.serverConfiguration()
+            var configuration = try identity.serverConfiguration(clientCertificateRoots: clientCertificateRoots)
             if http2 { configuration.applicationProtocols = ["h2", "http/1.1"] }
             if let maximumTLSVersion {
                 configuration.minimumTLSVersion = .tlsv1
@@ -136,6 +140,9 @@ public final class LoopbackServer: @unchecked Sendable {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    if clientCertificateRoots != nil {
+                        try channel.pipeline.syncOperations.addHandler(ClientCertificateHeader())
+                    }
                     try channel.pipeline.syncOperations.addHandler(HTTPBinHandler(isTLS: isTLS, record: recorder))
                 }
             }
@@ -160,6 +167,10 @@ public final class LoopbackServer: @unchecked Sendable {
             throw error
         }
     }
+
+    /// The header a server started with `clientCertificateRoots` adds to each request: the common name of the client
+    /// certificate of its connection.
+    public static let clientCertificateField = ClientCertificateHeader.field
 
     /// `http://127.0.0.1:PORT` (or `https://…`); on a Unix socket `http+unix://<percent-encoded path>` (or
     /// `https+unix://…`).

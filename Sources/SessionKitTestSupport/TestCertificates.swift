@@ -22,6 +22,17 @@ public enum TestCertificates {
             configuration.shutdownTimeout = .milliseconds(100)
             return configuration
         }
+
+        /// NIOSSL's server configuration for this identity, requiring a client certificate issued under the PEM
+        /// roots `clientCertificateRoots` when they are given (mutual TLS).
+        func serverConfiguration(clientCertificateRoots: URL?) throws -> TLSConfiguration {
+            var configuration = try serverConfiguration()
+            if let clientCertificateRoots {
+                configuration.certificateVerification = .noHostnameVerification
+                configuration.trustRoots = .file(clientCertificateRoots.path)
+            }
+            return configuration
+        }
     }
 
     /// The folder of the certificate files.
@@ -49,6 +60,19 @@ public enum TestCertificates {
             chainFile: directory.appendingPathComponent("\(name)-chain.pem"),
             keyFile: directory.appendingPathComponent("\(key).key"))
     }
+
+    /// A client certificate file made by the script for mutual TLS: `client-alice.p12` (password ``alicePassword``,
+    /// alice's key and certificate under the root, and the root), `client-alice.pem`, `client-alice.key`,
+    /// `client-bob-chain.pem` (bob's certificate under the intermediate, then the intermediate) and
+    /// `client-bob-encrypted.key` (PKCS#8, password ``bobPassword``).
+    public static func client(_ file: String) throws -> Data {
+        try Data(contentsOf: directory.appendingPathComponent(file))
+    }
+
+    /// The password of `client-alice.p12`.
+    public static let alicePassword = "alice-secret"
+    /// The password of `client-bob-encrypted.key`.
+    public static let bobPassword = "bob-secret"
 
     /// The DER bytes of the first certificate in a PEM file.
     public static func derCertificate(at pemFile: URL) throws -> Data {

@@ -101,12 +101,17 @@ public final class WebSocketServer: @unchecked Sendable {
     ///   - protocols: The subprotocols it speaks; it chooses the first of the client's it knows.
     ///   - deflate: How it answers a permessage-deflate offer; nil to accept no extension.
     ///   - threads: Event-loop threads.
+    ///   - clientCertificateRoots: With `tls`, require a client certificate issued under these PEM roots (mutual
+    ///     TLS; the handshake fails without one).
     public static func start(
-        tls: TestCertificates.Identity? = nil, protocols: [String] = [], deflate: Deflate? = nil, threads: Int = 1
+        tls: TestCertificates.Identity? = nil, protocols: [String] = [], deflate: Deflate? = nil, threads: Int = 1,
+        clientCertificateRoots: URL? = nil
     ) async throws -> WebSocketServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
         let log = NIOLockedValueBox(Log())
-        let sslContext = try tls.map { try NIOSSLContext(configuration: $0.serverConfiguration()) }
+        let sslContext = try tls.map {
+            try NIOSSLContext(configuration: $0.serverConfiguration(clientCertificateRoots: clientCertificateRoots))
+        }
         let upgrader = NIOWebSocketServerUpgrader(
             maxFrameSize: 1 << 24, automaticErrorHandling: true,
             shouldUpgrade: { channel, head in

@@ -13,6 +13,7 @@
 #include <openssl/err.h>
 #include <openssl/bio.h>
 #include <openssl/hmac.h>
+#include <openssl/pkcs12.h>
 
 /// The OpenSSL version string, e.g. "OpenSSL 3.0.19 27 Jan 2026".
 const char *sk_openssl_version_string(void);
@@ -53,5 +54,9 @@ SSL_CTX *sk_ssl_client_context(int min_version, int max_version);
 
 /// Sets the server name (SNI) of `ssl` (a macro in OpenSSL); 1 on success.
 int sk_ssl_set_host_name(SSL *ssl, const char *name);
+
+/// Adds `certificate` (one reference taken) to the chain `context` sends after its own certificate (a macro in
+/// OpenSSL: `SSL_CTX_add1_chain_cert`); 1 on success.
+int sk_ssl_ctx_add1_chain_cert(SSL_CTX *context, X509 *certificate);
 
 #endif

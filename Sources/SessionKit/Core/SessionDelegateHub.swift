@@ -130,6 +130,8 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
                 error = nil  // the challenge's response, already received, is the result
             case .resourceTimeout:
                 error = Self.error(.timedOut, "The request took longer than the session's resource timeout.", of: task)
+            case .clientIdentityUnsupported:
+                error = FoundationTaskTransport().clientIdentityRefusal
             }
         }
         if error == nil, task.response == nil, !(task is URLSessionStreamTask) {
@@ -311,6 +313,10 @@ extension SessionDelegateHub: TaskEventSink {
         delegate?.telemetry?.collected(timings)
         delegate?.didCollect(timings)
         overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
+    }
+
+    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {
+        registry.delegate(for: task)?.didFailPinning(report)
     }
 
     func task(

@@ -138,6 +138,13 @@ final class TaskDelegate: @unchecked Sendable {
 
     // MARK: - Observation by the request pipeline
 
+    /// A pin mismatch the policy only reports (delegate queue): the request's monitors hear of it.
+    func didFailPinning(_ report: PinningReport) {
+        if let observation {
+            observation.monitor.request(observation.request, didFailPinningFor: report.host, report: report)
+        }
+    }
+
     /// libcurl's timings of one transfer of this task (engine thread).
     func didCollect(_ timings: TransferTimings) {
         if let observation {

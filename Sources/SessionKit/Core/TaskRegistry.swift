@@ -18,6 +18,8 @@ final class TaskRegistry: Sendable {
         case challengeResponse
         /// The session's resource timeout ran out (the Foundation transport does not enforce it itself).
         case resourceTimeout
+        /// The task was given a client identity, which its transport cannot present (the Foundation transport).
+        case clientIdentityUnsupported
     }
 
     private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])

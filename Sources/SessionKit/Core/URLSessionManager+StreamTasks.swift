@@ -36,7 +36,7 @@ extension URLSessionManager {
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
                 minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion),
-            connection: connectionOptions)
+            connection: connectionOptions, clientIdentity: clientIdentity)
         // Under the session lock, as `makeTask` creates tasks: a task made while the session is being invalidated is
         // either refused or registered before the invalidation's cancel loop runs.
         return makeStreamTask { session, refusal in

@@ -56,7 +56,7 @@ extension URLSessionManager {
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
                 minimum: tlsMinimumSupportedProtocolVersion, maximum: tlsMaximumSupportedProtocolVersion),
-            connection: connectionOptions)
+            connection: connectionOptions, clientIdentity: clientIdentity)
         let invalidURL =
             endpoint == nil
             ? SessionKitError.session(

@@ -65,6 +65,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var interceptor: (any RequestInterceptor)?
         var eventMonitors: [any EventMonitor] = []
         var connection = ConnectionOptions()
+        var clientIdentity: ClientIdentity?
     }
 
     private let sessionState = Protected(SessionState())
@@ -161,6 +162,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             ((serializer as? NSCopying)?.copy(with: nil) as? URLResponseSerialization) ?? serializer
         copy.transport = transport
         copy.securityPolicy = securityPolicy.copy(with: nil) as? SecurityPolicy ?? securityPolicy
+        copy.clientIdentity = clientIdentity  // shared in memory by a copy, never archived (a secret)
     }
 
     static func copied(_ configuration: URLSessionConfiguration) -> URLSessionConfiguration {
@@ -307,6 +309,54 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         registry.delegate(for: task)?.setBodyLimits(limits)
     }
 
+    /// The client certificate and key that every https request of this manager presents when the server asks for
+    /// one (mutual TLS); nil (the default) for none. A task can have its own (``setClientIdentity(_:for:)``).
+    ///
+    /// Presented in the TLS handshake of the connection that carries the request, on the curl transport; the
+    /// ``securityPolicy`` still decides whether the server is trusted. Connections made with one identity (or none)
+    /// are never reused for a request with another. The identity is a secret: it is not written into the manager's
+    /// archive (`NSSecureCoding`) and never logged; a copy of the manager (`copy()`) shares it. On the Foundation
+    /// transport, which cannot present one, every request fails while it is set
+    /// (``SessionKitError/Code/unsupportedByTransport``).
+    ///
+    /// ```swift
+    /// let p12 = try Data(contentsOf: URL(fileURLWithPath: "/run/secrets/client.p12"))
+    /// manager.clientIdentity = try ClientIdentity(pkcs12: p12, password: password)
+    /// ```
+    public var clientIdentity: ClientIdentity? {
+        get { settings.read { $0.clientIdentity } }
+        set { settings.write { $0.clientIdentity = newValue } }
+    }
+
+    /// Sets the client identity of one task of this manager, instead of ``clientIdentity`` (nil: none at all), before
+    /// the task is resumed: its connections present it when a server asks for a certificate. Set after the task
+    /// started, it changes nothing. Data, upload and download tasks of the curl transport, stream tasks and WebSocket
+    /// tasks take it (the last two present the manager's identity of their creation otherwise).
+    ///
+    /// On the Foundation transport a task given an identity fails at once with
+    /// ``SessionKitError/Code/unsupportedByTransport``: it is never sent without it.
+    ///
+    /// ```swift
+    /// let task = manager.dataTask(with: request) { response, object, error in … }
+    /// manager.setClientIdentity(tenantIdentity, for: task)
+    /// task.resume()
+    /// ```
+    public func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask) {
+        switch task {
+        case let curl as CurlTask:
+            _ = curl.driver.clientIdentity.set(identity)
+        case let stream as SessionStreamTask:
+            _ = stream.driver.clientIdentity.set(identity)
+        case let webSocket as SessionWebSocketTask:
+            _ = webSocket.driver.stream.driver.clientIdentity.set(identity)
+        default:
+            // A task of the Foundation transport, which cannot present one: it ends now rather than go without.
+            guard identity != nil, registry.delegate(for: task) != nil else { return }
+            registry.markCancellation(of: task, as: .clientIdentityUnsupported)
+            task.cancel()
+        }
+    }
+
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
     ///
     /// `URLSessionConfiguration` on Linux has no `tlsMinimumSupportedProtocolVersion`, so the manager carries it. The
@@ -329,7 +379,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// ``securityPolicy``'s check of the certificate use that name, so a certificate for another name still fails.
     /// Connections made to an overridden address are reused only by requests with the same override. An entry that
     /// is not `host:port` with an IPv4 or IPv6 address fails each task with `URLError.badURL`; the Foundation
-    /// transport refuses tasks while this is not empty (``SessionKitError/Code/transportOptionUnsupported``). Not
+    /// transport refuses tasks while this is not empty (``SessionKitError/Code/unsupportedByTransport``). Not
     /// archived.
     ///
     /// ```swift
@@ -656,8 +706,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 caller(outcome)
             }
         }
-        let (transport, policy, tlsVersions, limits) = settings.read {
-            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits)
+        let (transport, policy, tlsVersions, limits, identity) = settings.read {
+            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits, $0.clientIdentity)
         }
         let connection = connectionOptions
         let taskTransport = taskTransports[transport]
@@ -665,6 +715,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
                 ?? taskTransport.refusal(for: request, connection: connection)
+                ?? (identity != nil ? taskTransport.clientIdentityRefusal : nil)
         {
             source = .refused(refusal, download: source.isDownload)
         }
@@ -692,7 +743,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
                 decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
-                connectionEvents: observability?.metrics, connection: connection)
+                connectionEvents: observability?.metrics, connection: connection, clientIdentity: identity)
             return taskTransport.makeTask(
                 for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }

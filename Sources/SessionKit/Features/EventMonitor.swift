@@ -8,7 +8,8 @@ import Foundation
 /// monitor implements the ones it cares about.
 ///
 /// Events of one request arrive in order, on the monitor's ``queue``:
-/// created → (adapted | failedToAdapt) → taskCreated → resumed → [redirected] → [receivedData…] → [timings…] →
+/// created → (adapted | failedToAdapt) → taskCreated → resumed → [pinning reports…] → [redirected] →
+/// [receivedData…] → [timings…] →
 /// taskCompleted → serialized → (retrying → adapted → taskCreated → … | finished). `suspended` and `cancelled`
 /// come when the caller asks for them. Monitors never change what happens; use a ``RequestInterceptor`` for that.
 public protocol EventMonitor: AnyObject, Sendable {
@@ -35,6 +36,10 @@ public protocol EventMonitor: AnyObject, Sendable {
     func request(_ request: SessionRequest, didReceive data: Data)
     /// libcurl's timings of one transfer (curl transport).
     func request(_ request: SessionRequest, didGather timings: TransferTimings)
+    /// The server's certificate chain matched none of the pins of a ``SecurityPolicy`` that only reports
+    /// (``SecurityPolicy/reportsOnly``): the connection to `host` went on (curl transport). `report` carries the
+    /// chain's public-key hashes, the pins that would have matched.
+    func request(_ request: SessionRequest, didFailPinningFor host: String, report: PinningReport)
     /// The attempt's task ended, with `error` or none.
     func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?)
     /// The response serializer ran on the attempt's body: `object` or `error`.
@@ -68,6 +73,8 @@ extension EventMonitor {
     public func request(_ request: SessionRequest, didReceive data: Data) {}
     /// Does nothing by default.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {}
+    /// Does nothing by default.
+    public func request(_ request: SessionRequest, didFailPinningFor host: String, report: PinningReport) {}
     /// Does nothing by default.
     public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {}
     /// Does nothing by default.
@@ -141,6 +148,10 @@ public final class CompositeEventMonitor: EventMonitor, Sendable {
     /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
         each { $0.request(request, didGather: timings) }
+    }
+    /// Sends the event to every monitor, on that monitor's queue.
+    public func request(_ request: SessionRequest, didFailPinningFor host: String, report: PinningReport) {
+        each { $0.request(request, didFailPinningFor: host, report: report) }
     }
     /// Sends the event to every monitor, on that monitor's queue.
     public func request(_ request: SessionRequest, didCompleteTask task: URLSessionTask, error: Error?) {

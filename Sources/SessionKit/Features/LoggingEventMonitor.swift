@@ -15,7 +15,8 @@ import Logging
 /// manager.eventMonitors = [LoggingEventMonitor(logger: Logger(label: "api"))]
 /// ```
 ///
-/// Levels: `info` for the start and the end of a request, `notice` for a retry, `warning` for a failure, `debug`
+/// Levels: `info` for the start and the end of a request, `notice` for a retry, `warning` for a failure and for a pin
+/// mismatch a report-only ``SecurityPolicy`` let through, `debug`
 /// for headers, redirects and timings, `trace` for each chunk of the body.
 public final class LoggingEventMonitor: EventMonitor, Sendable {
     // Sendable, checked by the compiler: every property is a `let`; `Logger` is a value type used on `queue` only.
@@ -107,6 +108,15 @@ public final class LoggingEventMonitor: EventMonitor, Sendable {
     public func request(_ request: SessionRequest, didGather timings: TransferTimings) {
         logger.debug(
             "timings: dns \(ms(timings.nameLookup)), connect \(ms(timings.connect)), tls \(ms(timings.tlsHandshake)), first byte \(ms(timings.firstByte)), total \(ms(timings.total))\(timings.newConnection ? "" : " (reused connection)")",
+            metadata: metadata(request))
+    }
+
+    /// Logs the event through the monitor's `Logger`, as a warning naming the host and the public-key hashes of the
+    /// chain the server presented (public values, the pins that would have matched).
+    public func request(_ request: SessionRequest, didFailPinningFor host: String, report: PinningReport) {
+        let hashes = report.publicKeyHashes.joined(separator: ", ")
+        logger.warning(
+            "pinning failed for \(host), allowed by a report-only policy: \(report.reason) The chain's public keys: \(hashes)",
             metadata: metadata(request))
     }
 

@@ -31,6 +31,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         var validatesDomainName = true
         /// The only anchors of ``SecurityPolicy/init(trustingRootCertificates:)``; nil: the trust's own anchors.
         var trustedRootCertificates: Set<Data>? = nil
+        var reportsOnly = false
     }
 
     /// How the policy pins.
@@ -111,6 +112,26 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         set { settings.write { $0.validatesDomainName = newValue } }
     }
 
+    /// Whether a pin mismatch is only reported: the connection goes on, and the request's event monitors receive a
+    /// ``PinningReport`` (``EventMonitor/request(_:didFailPinningFor:report:)``; ``LoggingEventMonitor`` logs it as a
+    /// warning with the chain's public-key hashes). Default false: a mismatch refuses the connection.
+    ///
+    /// For rolling out pins: ship them report-only, watch the reports, then turn reporting off. It covers the pins
+    /// only: a chain the policy validates (mode none, or `allowInvalidCertificates == false`) must still be trusted
+    /// and valid for the host, and is refused otherwise. ``evaluate(_:forDomain:)`` answers as if it were off; the
+    /// curl transport applies it in the handshake (the Foundation transport enforces no policy).
+    ///
+    /// ```swift
+    /// let policy = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/…new key…"])
+    /// policy.reportsOnly = true
+    /// manager.securityPolicy = policy
+    /// manager.eventMonitors = [LoggingEventMonitor(logger: Logger(label: "pins"))]
+    /// ```
+    public var reportsOnly: Bool {
+        get { settings.read { $0.reportsOnly } }
+        set { settings.write { $0.reportsOnly = newValue } }
+    }
+
     /// The certificates in `bundle`'s resources: every `.cer`, `.crt`, `.der` and `.pem` file, as DER.
     public static func certificates(in bundle: Bundle) -> Set<Data> {
         guard let path = bundle.resourcePath,
@@ -161,9 +182,13 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             }
         }
 
-        init(code: URLError.Code = .serverCertificateUntrusted, reason: String) {
+        /// Whether the chain failed only because it matched no pin (what ``SecurityPolicy/reportsOnly`` lets through).
+        var isPinMismatch = false
+
+        init(code: URLError.Code = .serverCertificateUntrusted, reason: String, isPinMismatch: Bool = false) {
             self.code = code
             self.reason = reason
+            self.isPinMismatch = isPinMismatch
         }
 
         /// The `userInfo` text of the transport's error for `host`: AFNetworking's description (CFNetwork's
@@ -231,7 +256,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         }
         let noPin = Refusal(
             reason: "No certificate of the server's chain matches a pinned "
-                + (pinningMode == .certificate ? "certificate." : "public key."))
+                + (pinningMode == .certificate ? "certificate." : "public key."),
+            isPinMismatch: true)
         switch pinningMode {
         case .none:
             return noPin
@@ -293,7 +319,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         return [
             "\(pinningMode.rawValue)", "\(settings.allowInvalidCertificates)", "\(settings.validatesDomainName)",
             settings.pinnedPublicKeyHashes.sorted().joined(separator: ","), certificates.joined(separator: ","),
-            roots ?? "system",
+            roots ?? "system", settings.reportsOnly ? "reportsOnly" : "enforced",
         ]
         .joined(separator: "|")
     }
@@ -303,7 +329,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// Archives use secure coding.
     public class var supportsSecureCoding: Bool { true }
 
-    /// Restores a policy from an archive: mode, pins, and both flags.
+    /// Restores a policy from an archive: mode, pins, the flags and ``reportsOnly`` (false in archives made before it).
     public required init?(coder: NSCoder) {
         guard coder.decodeArchiveVersion(),
             let mode = coder.number("pinningMode").flatMap({ SSLPinningMode(rawValue: $0.uintValue) }),
@@ -312,6 +338,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             let allowInvalid = coder.number("allowInvalidCertificates")?.boolValue,
             let validatesDomain = coder.number("validatesDomainName")?.boolValue
         else { return nil }
+        // Archives made before `reportsOnly` existed have no such key: they enforce their pins.
+        var reportsOnly = false
+        if coder.containsValue(forKey: "reportsOnly") {
+            guard let flag = coder.number("reportsOnly")?.boolValue else { return nil }
+            reportsOnly = flag
+        }
         var pinned = Set<Data>()
         for certificate in certificates {
             guard let der = certificate as? Data else { return nil }
@@ -332,11 +364,11 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             Settings(
                 pinnedCertificates: pinned, pinnedPublicKeyHashes: Set(hashes),
                 allowInvalidCertificates: allowInvalid, validatesDomainName: validatesDomain,
-                trustedRootCertificates: roots))
+                trustedRootCertificates: roots, reportsOnly: reportsOnly))
         super.init()
     }
 
-    /// Archives the mode, the pins and both flags.
+    /// Archives the mode, the pins, the flags and ``reportsOnly``.
     open func encode(with coder: NSCoder) {
         coder.encodeArchiveVersion()
         let settings = self.settings.wrappedValue
@@ -347,6 +379,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         coder.encode(settings.pinnedPublicKeyHashes.sorted() as NSArray, forKey: "pinnedPublicKeyHashes")
         coder.encode(NSNumber(value: settings.allowInvalidCertificates), forKey: "allowInvalidCertificates")
         coder.encode(NSNumber(value: settings.validatesDomainName), forKey: "validatesDomainName")
+        coder.encode(NSNumber(value: settings.reportsOnly), forKey: "reportsOnly")
         if let roots = settings.trustedRootCertificates {
             coder.encode(
                 roots.sorted { $0.lexicographicallyPrecedes($1) } as NSArray, forKey: "trustedRootCertificates")

@@ -141,11 +141,11 @@ public struct SessionKitError: Error, @unchecked Sendable {
         /// A streamed request body's trailers could not be sent: libcurl sends request trailers only after a chunked
         /// HTTP/1.1 body, and the request went over HTTP/2 (the request fails rather than drop them).
         case requestTrailersNotSent = 9
-        /// The manager asks for something its transport cannot do (the Foundation transport with
-        /// ``URLSessionManager/resolvedAddresses``, ``URLSessionManager/localAddress``,
-        /// ``URLSessionManager/timeoutIntervalForResponseHead`` or a SOCKS proxy): the request was not sent rather
-        /// than sent without it.
-        case transportOptionUnsupported = 10
+        /// The request needs what the manager's ``Transport`` cannot do, so it was not sent rather than sent without
+        /// it: on the Foundation transport, a client certificate (``URLSessionManager/clientIdentity``, which
+        /// URLSession on Linux cannot present), ``URLSessionManager/resolvedAddresses``,
+        /// ``URLSessionManager/localAddress``, ``URLSessionManager/timeoutIntervalForResponseHead`` or a SOCKS proxy.
+        case unsupportedByTransport = 10
     }
 
     /// Builds an error of ``sessionDomain``.

@@ -48,6 +48,10 @@ protocol TaskEventSink: AnyObject, Sendable {
     /// A transfer ended: libcurl's timings of it.
     func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
 
+    /// The server's chain matched no pin, and the policy only reports it (``SecurityPolicy/reportsOnly``): the
+    /// connection went on.
+    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport)
+
     /// The task is about to be cancelled: `handler` gets its resume data once it ends; false when it has none.
     func task(
         _ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void
@@ -70,4 +74,9 @@ protocol TaskEventSink: AnyObject, Sendable {
 
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
+}
+
+extension TaskEventSink {
+    /// A sink without request monitors (a WebSocket's stream) has no one to tell.
+    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {}
 }

@@ -14,6 +14,8 @@ protocol TaskTransport: Sendable {
     /// Why a task for `request` cannot run with `connection` on this transport (a Unix socket URL, a resolved or
     /// local address, a response-head timeout, a SOCKS proxy), if it cannot.
     func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError?
+    /// Why a task cannot present a client identity (mutual TLS) on this transport; nil when it can.
+    var clientIdentityRefusal: NSError? { get }
 
     /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
     var resumesDownloads: Bool { get }
@@ -58,6 +60,8 @@ struct TransportTaskOptions: Sendable {
     var connectionEvents: (any ConnectionEvents)?
     /// Resolved addresses, local address and response-head timeout (the curl transport's alone).
     var connection = ConnectionOptions()
+    /// The client certificate its connections present (mutual TLS).
+    var clientIdentity: ClientIdentity?
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

@@ -195,7 +195,7 @@ final class ConnectionOptionsTests: LoopbackTestCase {
                 _ = try await manager.get("/get")
                 XCTFail("\(name) cannot be honoured by URLSession")
             } catch {
-                XCTAssertEqual((error as NSError).code, SessionKitError.Code.transportOptionUnsupported.rawValue, name)
+                XCTAssertEqual((error as NSError).code, SessionKitError.Code.unsupportedByTransport.rawValue, name)
                 XCTAssertTrue(error.localizedDescription.contains(name), error.localizedDescription)
             }
         }

@@ -131,7 +131,7 @@ final class ProxyTunnelTests: WebSocketTestCase {
             XCTFail("URLSession on Linux would go around the SOCKS proxy")
         } catch {
             XCTAssertEqual((error as NSError).domain, SessionKitError.sessionDomain)
-            XCTAssertEqual((error as NSError).code, SessionKitError.Code.transportOptionUnsupported.rawValue)
+            XCTAssertEqual((error as NSError).code, SessionKitError.Code.unsupportedByTransport.rawValue)
         }
         XCTAssertEqual(origin.connectionCount + proxy.connectionCount, 0)
     }

@@ -41,19 +41,23 @@ final class CurlEngine: @unchecked Sendable {
         let maximumConnectionsPerHost: Int
         /// Whether the engine runs stream tasks (connect-only connections) rather than HTTP transfers.
         var streams = false
+        /// The client identity its connections present (``ClientIdentity/connectionKey``); "" for none.
+        var identity = ""
     }
 
     private static let engines = Protected<[Key: CurlEngine]>([:])
 
     /// The engine of `policy` and `tlsVersions` with this many connections per host at most (0: no limit), created
-    /// on first use. A connection negotiated under one TLS range is never reused under another.
+    /// on first use. A connection negotiated under one TLS range is never reused under another; one that presented a
+    /// client `identity` (or none) is never reused by a request with another (or none): each has an engine, and so a
+    /// connection cache, of its own.
     static func engine(
         for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
-        maximumConnectionsPerHost: Int
+        maximumConnectionsPerHost: Int, identity: ClientIdentity? = nil
     ) -> CurlEngine? {
         let key = Key(
             policy: policy.configurationKey, tlsVersions: tlsVersions,
-            maximumConnectionsPerHost: maximumConnectionsPerHost)
+            maximumConnectionsPerHost: maximumConnectionsPerHost, identity: identity?.connectionKey ?? "")
         return engines.write { engines in
             if let engine = engines[key] { return engine }
             guard let engine = CurlEngine(key: key) else { return nil }

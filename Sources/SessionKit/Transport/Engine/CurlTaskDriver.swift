@@ -36,6 +36,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         var connectionEvents: (any ConnectionEvents)? = nil
         /// Resolved addresses, local address, response-head timeout.
         var connection = ConnectionOptions()
+        /// The client certificate the task's connections present (mutual TLS), unless the task sets its own.
+        var clientIdentity: ClientIdentity? = nil
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -45,6 +47,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         case sent(Int64, Int64)
         case trailers([(String, String)])
         case timings(TransferTimings)
+        case pinningReport(PinningReport)
         case end(URLError?)
     }
 
@@ -80,11 +83,14 @@ final class CurlTaskDriver: @unchecked Sendable {
     private var cache: CacheExchange?
     /// The cache's background revalidation of a response served stale, while it runs.
     private var backgroundRevalidation: CacheExchange?
+    /// The task's client identity, fixed from its first transfer on.
+    let clientIdentity: TaskClientIdentity
 
     init(taskIdentifier: Int, request: URLRequest, expectedToSend: Int64, environment: Environment) {
         self.taskIdentifier = taskIdentifier
         self.originalRequest = request
         self.environment = environment
+        self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
         cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
         flowControl.callerHolds = { [weak self] in self?.observed.read { $0.machine.isPaused } ?? false }
@@ -205,7 +211,12 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
         }
         // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
-        let wireCredential = credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" }
+        // A client certificate is a credential too: what is stored for one identity is served to it alone.
+        let credentialParts = [
+            credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" },
+            clientIdentity.forConnection().map { "client-certificate \($0.connectionKey)" },
+        ].compactMap { $0 }
+        let wireCredential = credentialParts.isEmpty ? nil : credentialParts.joined(separator: "\u{0}")
         if let plan = cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:
@@ -248,6 +259,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             uploadProgress: { [self] sent, expected in enqueue(.sent(sent, expected)) },
             trailers: { [self] lines in enqueue(.trailers(lines)) },
             timings: { [self] timings in enqueue(.timings(timings)) },
+            pinningReport: { [self] report in enqueue(.pinningReport(report)) },
             flush: { [self] in scheduleDrain() })
         guard
             let transfer = makeTransfer(
@@ -267,7 +279,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
             idleTimeout: min(request.timeoutInterval, environment.settings.idleTimeout), totalTimeout: remaining,
             proxy: proxy(for: request.url), credentials: credentials, decodingLimits: environment.decodingLimits,
-            flowControl: flowControl, connection: environment.connection, events: events,
+            flowControl: flowControl, connection: environment.connection, identity: clientIdentity.forConnection(),
+            events: events,
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
             })
@@ -307,7 +320,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard let transfer = makeTransfer(request, credentials: credentials, remaining: remaining, events: events),
             let engine = CurlEngine.engine(
                 for: environment.policy, tlsVersions: environment.tlsVersions,
-                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost),
+                maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
+                identity: clientIdentity.forConnection()),
             engine.add(transfer)
         else {
             backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
@@ -322,7 +336,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             guard
                 let engine = CurlEngine.engine(
                     for: environment.policy, tlsVersions: environment.tlsVersions,
-                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost)
+                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
+                    identity: clientIdentity.forConnection())
             else { return false }
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.machine.isTerminal else { return false }
@@ -416,6 +431,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             sink.task(task, in: session, didReceiveTrailers: lines)
         case .timings(let timings):
             sink.task(task, in: session, didFinishCollecting: timings)
+        case .pinningReport(let report):
+            sink.task(task, in: session, didFailPinning: report)
         case .end(let error):
             switch observed.write({ $0.machine.transferEnded(failed: error != nil) }) {
             case .none:

@@ -33,6 +33,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             as NSError
     }
 
+    var clientIdentityRefusal: NSError? { nil }
+
     var resumesDownloads: Bool { true }
 
     var needsResourceDeadlines: Bool { false }
@@ -64,7 +66,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
                 delegateQueue: delegateQueue, connectionEvents: options.connectionEvents,
-                connection: options.connection))
+                connection: options.connection, clientIdentity: options.clientIdentity))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)
@@ -92,7 +94,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
                 sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal,
-                proxies: settings.proxies, connection: options.connection))
+                proxies: settings.proxies, connection: options.connection, clientIdentity: options.clientIdentity))
         return SessionStreamTask(driver: driver)
     }
 }

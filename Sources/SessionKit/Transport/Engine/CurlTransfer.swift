@@ -30,6 +30,8 @@ final class CurlTransfer: @unchecked Sendable {
         var trailers: ([(String, String)]) -> Void = { _ in }
         /// libcurl's timings, once the transfer ended.
         var timings: (TransferTimings) -> Void = { _ in }
+        /// A pin mismatch the policy only reports (``SecurityPolicy/reportsOnly``): the connection went on.
+        var pinningReport: (PinningReport) -> Void = { _ in }
         /// Sends what `response`, `data` and `completion` queued in this pass of the engine, in one piece.
         var flush: () -> Void = {}
     }
@@ -164,8 +166,8 @@ final class CurlTransfer: @unchecked Sendable {
         request: URLRequest, policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
         idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
-        flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(), events: Events,
-        connectionObserver: CurlConnectionObserver? = nil
+        flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(),
+        identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil
     ) {
         guard let url = request.url, let easy = curl_easy_init() else { return nil }
         let unixSocket =
@@ -177,7 +179,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.url = url
         self.isTLS = url.scheme?.lowercased() == "https" || unixSocket?.isTLS == true
         self.handshake = HandshakeCheck(
-            policy: policy, host: unixSocket?.host ?? url.host)
+            policy: policy, host: unixSocket?.host ?? url.host, identity: identity)
         self.unixSocket = unixSocket
         self.responseHeadTimeout = connection.responseHeadTimeout
         self.idleTimeout = idleTimeout
@@ -189,6 +191,10 @@ final class CurlTransfer: @unchecked Sendable {
         self.connectionObserver = connectionObserver
         connectionObserver?.attach(to: easy)
         errorBuffer.initialize(repeating: 0, count: 256)
+        handshake.onPinningReport = { [unowned self] report in
+            hasQueuedEvents = true
+            self.events.pinningReport(report)
+        }
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
         if isTLS { _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSLVERSION, tlsVersions.curlValue) }
         configure(request)
@@ -794,6 +800,14 @@ final class CurlTransfer: @unchecked Sendable {
                 ]) { $1 })
         }
         let detail = String(cString: errorBuffer)
+        if isTLS, statusCode == 0,
+            [CURLE_SSL_CONNECT_ERROR, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING].contains(code),
+            let refused = handshake.clientCertificateError(detail: detail.isEmpty ? reason : detail, userInfo: userInfo)
+        {
+            // The server asked for a client certificate, then ended the connection before any response: over TLS
+            // 1.3 its alert arrives after the handshake, when the request is read.
+            return refused
+        }
         func badResponse() -> URLError {
             URLError(
                 .badServerResponse,

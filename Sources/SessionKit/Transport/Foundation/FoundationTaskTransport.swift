@@ -28,7 +28,7 @@ struct FoundationTaskTransport: TaskTransport {
         if hasSOCKSProxy { unsupported.append("a SOCKS proxy in connectionProxyDictionary") }
         guard !unsupported.isEmpty else { return nil }
         return SessionKitError.session(
-            .transportOptionUnsupported,
+            .unsupportedByTransport,
             "The Foundation transport cannot honour \(unsupported.joined(separator: ", ")) (URLSession on Linux has no "
                 + "such setting); use Transport.curl.")
     }
@@ -69,6 +69,13 @@ struct FoundationTaskTransport: TaskTransport {
             .policyNotEnforceable,
             "The Foundation transport cannot enforce a SecurityPolicy (URLSession on Linux never shows the server's chain); use Transport.curl."
         )
+    }
+
+    var clientIdentityRefusal: NSError? {
+        SessionKitError.session(
+            .unsupportedByTransport,
+            "The Foundation transport cannot present a client certificate (URLSession on Linux has no mutual TLS); "
+                + "use Transport.curl, or set no clientIdentity.")
     }
 
     var resumesDownloads: Bool { false }

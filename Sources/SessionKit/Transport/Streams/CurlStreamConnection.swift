@@ -49,6 +49,9 @@ final class CurlStreamConnection: @unchecked Sendable {
     /// The policy's decision on the connection's TLS handshake (from the start, or the upgrade's).
     private let handshake: HandshakeCheck
     private let tlsVersions: TLSVersionRange
+    /// Whether a byte was received over the connection from the start (libcurl's TLS): a failure before tells of the
+    /// server's refusal of the client certificate, when it asked for one.
+    private var receivedAny = false
     /// The TLS session of an upgrade (STARTTLS), once its handshake started.
     private var upgrade: StreamTLSSession?
     /// What the upgrade's handshake waits for (`curl_waitfd` events), while it runs.
@@ -65,7 +68,7 @@ final class CurlStreamConnection: @unchecked Sendable {
     init?(
         host: String, port: Int, secure: Bool, policy: SecurityPolicy, tlsVersions: TLSVersionRange,
         connectTimeout: TimeInterval, proxy: String? = nil, connection: ConnectionOptions = ConnectionOptions(),
-        driver: CurlStreamDriver
+        identity: ClientIdentity? = nil, driver: CurlStreamDriver
     ) {
         guard (1...65535).contains(port), let (authority, name) = Self.authority(of: host),
             let share = Self.privateConnectionCache()
@@ -84,7 +87,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         // The policy and SNI see the host libcurl connects to: without the brackets of an IPv6 literal.
         self.host = name
         self.isTLS = secure
-        self.handshake = HandshakeCheck(policy: policy, host: name)
+        self.handshake = HandshakeCheck(policy: policy, host: name, identity: identity)
         self.tlsVersions = tlsVersions
         self.driver = driver
         errorBuffer.initialize(repeating: 0, count: 256)
@@ -325,6 +328,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         case CURLE_OK where received == 0:
             return .endOfStream
         case CURLE_OK:
+            receivedAny = true
             return .received(Data(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<received])))
         default:
             return .failed(ioError(code, "receiving"))
@@ -363,9 +367,13 @@ final class CurlStreamConnection: @unchecked Sendable {
     // MARK: - Errors
 
     private func ioError(_ code: CURLcode, _ doing: String) -> URLError {
-        StreamLifecycle.error(
-            .networkConnectionLost,
-            "The connection was lost while \(doing): \(String(cString: curl_easy_strerror(code))).")
+        let reason = String(cString: curl_easy_strerror(code))
+        if isTLS, !receivedAny, let refused = handshake.clientCertificateError(detail: reason, userInfo: [:]) {
+            // The server asked for a client certificate and ended the connection before sending a byte: over TLS
+            // 1.3 its alert arrives after the handshake, at the first read.
+            return refused
+        }
+        return StreamLifecycle.error(.networkConnectionLost, "The connection was lost while \(doing): \(reason).")
     }
 
     private func refusalError() -> URLError { handshake.error(userInfo: [:]) }
@@ -374,6 +382,7 @@ final class CurlStreamConnection: @unchecked Sendable {
         if isTLS && handshake.evaluated && !handshake.accepted { return refusalError() }
         let detail = String(cString: errorBuffer)
         let reason = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+        if isTLS, let refused = handshake.clientCertificateError(detail: reason, userInfo: [:]) { return refused }
         let mapped: URLError.Code
         switch code {
         case CURLE_COULDNT_CONNECT: mapped = .cannotConnectToHost

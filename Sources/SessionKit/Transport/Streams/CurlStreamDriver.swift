@@ -34,6 +34,8 @@ final class CurlStreamDriver: @unchecked Sendable {
         var proxies: (http: String?, https: String?) = (nil, nil)
         /// Resolved addresses and local address.
         var connection = ConnectionOptions()
+        /// The client certificate the connection presents when the server asks for one (mutual TLS).
+        var clientIdentity: ClientIdentity? = nil
     }
 
     typealias ReadHandler = @Sendable (Data?, Bool, Error?) -> Void
@@ -59,6 +61,8 @@ final class CurlStreamDriver: @unchecked Sendable {
     /// The public task object this driver runs (it owns the driver).
     weak var task: URLSessionStreamTask?
 
+    /// The client identity the connection presents, fixed when it connects.
+    let clientIdentity: TaskClientIdentity
     private let environment: Environment
     private let state: Protected<State>
 
@@ -67,6 +71,7 @@ final class CurlStreamDriver: @unchecked Sendable {
         self.host = host
         self.port = port
         self.environment = environment
+        self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
         state = Protected(State(lifecycle: StreamLifecycle(handshakeTimeout: environment.connectTimeout)))
     }
 
@@ -231,7 +236,7 @@ final class CurlStreamDriver: @unchecked Sendable {
                 host: host, port: port, secure: secure, policy: environment.policy,
                 tlsVersions: environment.tlsVersions, connectTimeout: environment.connectTimeout,
                 proxy: secure ? environment.proxies.https : environment.proxies.http,
-                connection: environment.connection, driver: self)
+                connection: environment.connection, identity: clientIdentity.forConnection(), driver: self)
         else {
             return apply {
                 $0.connected(

@@ -32,7 +32,10 @@ final class StreamTLSSession {
     init?(socket: Int32, host: String, tlsVersions: TLSVersionRange, check: HandshakeCheck) {
         let versions = tlsVersions.openSSLValues
         guard let context = sk_ssl_client_context(versions.minimum, versions.maximum) else { return nil }
-        check.install(on: context)
+        guard check.install(on: context) else {
+            SSL_CTX_free(context)
+            return nil
+        }
         guard let ssl = SSL_new(context) else {
             SSL_CTX_free(context)
             return nil

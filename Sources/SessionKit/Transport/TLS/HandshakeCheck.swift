@@ -17,10 +17,36 @@ final class HandshakeCheck: @unchecked Sendable {
     private(set) var evaluated = false
     private(set) var accepted = false
     private(set) var refusal: SecurityPolicy.Refusal?
+    /// The certificate and key presented when the server asks for one (mutual TLS).
+    let identity: ClientIdentity?
+    /// Whether the server asked for a client certificate in a handshake of this check.
+    private(set) var certificateRequested = false
+    /// Told of a pin mismatch that the policy only reports (``SecurityPolicy/reportsOnly``), on the engine thread.
+    var onPinningReport: ((PinningReport) -> Void)?
 
-    init(policy: SecurityPolicy, host: String?) {
+    init(policy: SecurityPolicy, host: String?, identity: ClientIdentity? = nil) {
         self.policy = policy
         self.host = host
+        self.identity = identity
+    }
+
+    /// Why a handshake the server ended over the client certificate failed: nil unless the server asked for one.
+    /// Without an identity that is `.clientCertificateRequired`; with one, the server refused it
+    /// (`.clientCertificateRejected`). `detail` is OpenSSL's message (the server's alert).
+    func clientCertificateError(detail: String, userInfo: [String: Any]) -> URLError? {
+        guard certificateRequested else { return nil }
+        let reason =
+            identity.map {
+                "The server refused the client certificate \($0.certificate.subject) (\(detail)): check that it "
+                    + "trusts its issuer and that the chain includes the intermediates."
+            }
+            ?? "The server requires a client certificate (mutual TLS) and none is set: give the manager a "
+            + "clientIdentity, or the task one with setClientIdentity(_:for:) (\(detail))."
+        return URLError(
+            identity == nil ? .clientCertificateRequired : .clientCertificateRejected,
+            userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]) {
+                $1
+            })
     }
 
     /// Why the handshake failed, as the `URLError` the task reports (`userInfo` added to the policy's own).
@@ -32,18 +58,32 @@ final class HandshakeCheck: @unchecked Sendable {
     }
 
     /// Makes `sslContext`'s handshakes ask this check (libcurl's `CURLOPT_SSL_CTX_FUNCTION`, or a context of
-    /// SessionKit's own for a STARTTLS upgrade). The check must outlive the context's handshakes.
-    func install(on sslContext: OpaquePointer) {
-        SSL_CTX_set_ex_data(sslContext, 0, Unmanaged.passUnretained(self).toOpaque())
+    /// SessionKit's own for a STARTTLS upgrade), and present the ``identity`` when the server asks for a certificate.
+    /// The check must outlive the context's handshakes. False when OpenSSL refused the identity: the connection must
+    /// not go on without it.
+    func install(on sslContext: OpaquePointer) -> Bool {
+        let me = Unmanaged.passUnretained(self).toOpaque()
+        SSL_CTX_set_ex_data(sslContext, 0, me)
         SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, Self.verifyCallback)
+        SSL_CTX_set_cert_cb(sslContext, Self.certificateRequestCallback, me)
+        return identity?.install(on: sslContext) ?? true
     }
 
     /// libcurl's SSL context callback; its user data is an unretained ``HandshakeCheck``.
     static let sslContextCallback: sk_curl_ssl_ctx_callback = { _, context, userdata in
         guard let context, let userdata else { return CURLE_OK }
-        Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue().install(on: OpaquePointer(context))
-        return CURLE_OK
+        let installed = Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue()
+            .install(on: OpaquePointer(context))
+        return installed ? CURLE_OK : CURLE_SSL_CERTPROBLEM
     }
+
+    /// OpenSSL's certificate callback: on a client, called when the server asks for a certificate.
+    private static let certificateRequestCallback: CertificateCallback = { _, userdata in
+        guard let userdata else { return 1 }
+        Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue().certificateRequested = true
+        return 1
+    }
+    private typealias CertificateCallback = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?) -> Int32
 
     /// OpenSSL's verify callback: the policy decides, on the chain of this handshake, at the leaf.
     private static let verifyCallback: @convention(c) (Int32, OpaquePointer?) -> Int32 = { _, store in
@@ -53,7 +93,14 @@ final class HandshakeCheck: @unchecked Sendable {
             return 0
         }
         let check = Unmanaged<HandshakeCheck>.fromOpaque(raw).takeUnretainedValue()
-        let refusal = check.policy.decide(ServerTrust(verifying: store), forDomain: check.host)
+        let trust = ServerTrust(verifying: store)
+        var refusal = check.policy.decide(trust, forDomain: check.host)
+        if let mismatch = refusal, mismatch.isPinMismatch, check.policy.reportsOnly {
+            // Report-only pins: the connection goes on, and the request's monitors hear of it.
+            refusal = nil
+            let (host, chain) = (check.host ?? "", trust.certificateChain)
+            check.onPinningReport?(PinningReport(host: host, certificateChain: chain, reason: mismatch.reason))
+        }
         check.evaluated = true
         check.accepted = refusal == nil
         check.refusal = refusal
