@@ -17,7 +17,8 @@ DOCS_DIR ?= .build-docs
 # traits, so that switching never rebuilds everything.
 TRAITS := --traits OpenAPI
 
-FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse
+FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse \
+  deflate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
