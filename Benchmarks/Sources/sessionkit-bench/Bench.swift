@@ -361,8 +361,10 @@ struct Bench {
                 }
                 line += " | \(format(value.rate))"
                 if client != .ahc && client != .ahc64 {
-                    line += " (\(ratio(value.rate, cell(results, key, .ahc)?.rate)) / "
-                        + "\(ratio(value.rate, cell(results, key, .ahc64)?.rate)))"
+                    // Without one of the two AHC rows (BENCH_CLIENTS), only the other ratio.
+                    let ratios = [ratio(value.rate, cell(results, key, .ahc)?.rate),
+                                  ratio(value.rate, cell(results, key, .ahc64)?.rate)].filter { !$0.isEmpty }
+                    if !ratios.isEmpty { line += " (\(ratios.joined(separator: " / ")))" }
                 }
             }
             print(line + " |")

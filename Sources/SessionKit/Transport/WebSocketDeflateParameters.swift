@@ -25,26 +25,27 @@ struct WebSocketDeflateParameters: Sendable, Equatable {
     /// negotiated parameters, or why the answer is refused.
     static func negotiate(_ values: [String]) -> Result<WebSocketDeflateParameters?, NegotiationError> {
         let elements = values.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }.map {
-            $0.trimmingCharacters(in: optionalWhitespace)
+            $0.trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)
         }.filter { !$0.isEmpty }
         guard !elements.isEmpty else { return .success(nil) }
         guard elements.count == 1 else {
             return .failure(NegotiationError("The server accepted \(elements.count) extensions; one was offered."))
         }
         var parts = elements[0].split(separator: ";", omittingEmptySubsequences: false).map {
-            $0.trimmingCharacters(in: optionalWhitespace)
+            $0.trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)
         }
         let name = parts.removeFirst()
-        guard asciiLowercased(name) == "permessage-deflate" else {
+        guard WebSocketHandshake.asciiLowercased(name) == "permessage-deflate" else {
             return .failure(NegotiationError("The server chose the extension \(name), which was not offered."))
         }
         var parameters = WebSocketDeflateParameters()
         var seen: Set<String> = []
         for part in parts {
             let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = asciiLowercased(pair[0].trimmingCharacters(in: optionalWhitespace))
+            let key = WebSocketHandshake.asciiLowercased(
+                pair[0].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace))
             let hasValue = pair.count == 2
-            let value = hasValue ? unquoted(pair[1].trimmingCharacters(in: optionalWhitespace)) : nil
+            let value = hasValue ? unquoted(pair[1].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)) : nil
             guard seen.insert(key).inserted else {
                 return .failure(NegotiationError("The server's permessage-deflate repeats the parameter \(key)."))
             }
@@ -75,15 +76,6 @@ struct WebSocketDeflateParameters: Sendable, Equatable {
             }
         }
         return .success(parameters)
-    }
-
-    /// HTTP's optional whitespace (RFC 9110 5.6.3): space and horizontal tab, not Unicode's other spaces.
-    private static let optionalWhitespace = CharacterSet(charactersIn: " \t")
-
-    /// `text` with only the ASCII letters A to Z lowercased: Unicode's lowercasing would let a non-ASCII letter
-    /// (KELVIN SIGN U+212A becomes `k`) pass for a parameter name.
-    private static func asciiLowercased(_ text: String) -> String {
-        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     /// The value of a quoted-string (RFC 7692 allows one for the window sizes), or the token as it is; nil for a
