@@ -142,10 +142,13 @@ struct WebSocketHandshake: Sendable {
                 return .failure(Self.error("The server's answer to the WebSocket upgrade has a malformed header line."))
             }
             fields.append(
-                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                (
+                    String(line[..<colon]),
+                    line[line.index(after: colon)...].trimmingCharacters(in: Self.optionalWhitespace)
+                ))
         }
         func values(_ name: String) -> [String] {
-            fields.filter { $0.0.caseInsensitiveCompare(name) == .orderedSame }.map(\.1)
+            fields.filter { Self.asciiLowercased($0.0) == Self.asciiLowercased(name) }.map(\.1)
         }
         func tokens(_ name: String) -> [String] {
             values(name).flatMap { $0.split(separator: ",") }.map {
