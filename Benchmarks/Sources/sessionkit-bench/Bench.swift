@@ -10,7 +10,8 @@ import FoundationNetworking
 /// interleaved, against a local nginx (HTTP and HTTPS with a private CA) and the in-process loopback server. Each
 /// measurement runs in a child process of its own, so that its peak RSS is its own.
 ///
-///     sessionkit-bench                 the whole table (BENCH_QUICK=1: fewer iterations)
+///     sessionkit-bench                 the whole table (BENCH_QUICK=1: fewer iterations; BENCH_CLIENTS=a,b: those
+///                                      clients only, e.g. openapi-sessionkit,openapi-ahc,sessionkit-curl-core)
 ///     sessionkit-bench soak N [CLIENT] N sequential GETs (default SessionKit curl, task API), RSS every 10 %;
 ///                                      CLIENT sessionkit-curl (task API), sessionkit-curl-get (closure verb),
 ///                                      sessionkit-curl-async (async verb), sessionkit-curl-core (HTTP core API), …
