@@ -58,7 +58,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         XCTAssertEqual(server.seen.undecodableMessages, 0)
         XCTAssertLessThan(task.countOfBytesReceived, 10_000, "the server's echoes came compressed, with context")
         task.cancel(with: .normalClosure, reason: nil)
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNil(completion)
     }
 
@@ -73,7 +73,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         XCTAssertEqual(server.seen.compressedMessages, 5)
         XCTAssertEqual(server.seen.undecodableMessages, 0, "the server, which reset its inflater, understood each")
         task.cancel(with: .normalClosure, reason: nil)
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testCompressionTurnedOffOffersNothingAndSendsPlainFrames() async throws {
@@ -90,7 +90,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         let offered = server.seen.upgrades.first?.headers.contains { $0.0.lowercased() == "sec-websocket-extensions" }
         XCTAssertEqual(offered, false)
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testAMessageThatInflatesPastTheLimitFailsWithMessageTooBig() async throws {
@@ -102,7 +102,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         try await task.send(.string("bomb 20000000"))
         let result = try await receive(task)
         if case .success = result { XCTFail("a 20 MB message delivered under a 64 KiB limit") }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .dataLengthExceedsMaximum)
         XCTAssertEqual(task.closeCode, .messageTooBig)
         XCTAssertLessThan(task.countOfBytesReceived, 64 * 1024, "the frame itself was under the limit")
@@ -116,7 +116,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         task.resume()
         let result = try await receive(task)
         if case .success = result { XCTFail("received over a refused handshake") }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .badServerResponse)
         XCTAssertFalse(task.isCompressed)
     }
@@ -147,7 +147,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         }
         XCTAssertTrue(task.isCompressed)
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     /// The connection must fail with `code` (1002 unless said) after `frames`, and nothing of them be delivered.
@@ -165,7 +165,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         task.resume()
         let result = try await receive(task)
         if case .success(let message) = result { XCTFail("\(what): delivered \(message)", file: file, line: line) }
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         XCTAssertEqual(task.closeCode, code, what, file: file, line: line)
         try await waitUntil("\(what): the client's close frame") { server.clientFrames().contains { $0.opcode == 0x8 } }
         XCTAssertEqual(

@@ -38,7 +38,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertTrue(manager.tasks.contains { $0 === task }, "listed while open")
         XCTAssertEqual(server.seen.upgrades.first?.target, "/echo")
         task.cancel(with: .normalClosure, reason: nil)
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNil(completion)
         XCTAssertEqual(task.state, .completed)
         XCTAssertFalse(manager.tasks.contains { $0 === task }, "not listed once completed")
@@ -54,7 +54,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let received = try await task.receive()
         XCTAssertEqual(received, .string("over TLS"))
         task.cancel(with: .goingAway, reason: Data("bye".utf8))
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         try await waitUntil("the server saw the close") { server.seen.closeCodes == [1001] }
     }
 
@@ -68,7 +68,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let result = try await receive(task)
         guard case .failure(let error) = result else { return XCTFail("received over a refused chain") }
         XCTAssertEqual((error as? URLError)?.code, .serverCertificateUntrusted)
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .serverCertificateUntrusted)
         XCTAssertEqual(server.seen.connections, 1, "the client did connect")
         XCTAssertTrue(server.seen.upgrades.isEmpty, "no upgrade request reached the server")
@@ -86,7 +86,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let offered = server.seen.upgrades.first?.headers.first { $0.0.lowercased() == "sec-websocket-protocol" }?.1
         XCTAssertEqual(offered, "v1.chat, v2.chat")
         task.cancel()
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .cancelled)
     }
 
@@ -117,7 +117,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(value("cookie"), "session=abc")
         XCTAssertEqual(server.seen.upgrades.first?.target, "/auth?x=1")
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testFragmentedTextWithAPingBetweenArrivesWholeAndThePingIsAnswered() async throws {
@@ -130,7 +130,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(received, .string("héllo wörld"))
         try await waitUntil("the server got its pong") { server.seen.pongs == 1 }
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testSendPingCallsItsHandlerOnceThePongArrives() async throws {
@@ -143,7 +143,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
             XCTAssertNil(error)
         }
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testServerCloseWithACodeAndReasonEndsTheTaskCleanly() async throws {
@@ -154,7 +154,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let pending = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
         try await task.send(.string("close 1001 going away"))
         task.receive { pending.resolve($0) }
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNil(completion)
         XCTAssertEqual(task.closeCode, .goingAway)
         XCTAssertEqual(task.closeReason, Data("going away".utf8))
@@ -174,7 +174,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         try await task.send(.string("up"))
         _ = try await task.receive()
         task.cancel(with: .normalClosure, reason: Data("done".utf8))
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNil(completion)
         XCTAssertEqual(task.closeCode, .normalClosure)
         try await waitUntil("the server got the close") { server.seen.closeCodes == [1000] }
@@ -196,7 +196,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         if case .success(let message) = result {
             XCTFail("\(what): delivered \(message) from a connection that had to fail", file: file, line: line)
         }
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         XCTAssertEqual(task.closeCode, code, what, file: file, line: line)
         try await waitUntil("\(what): the client's close frame") { server.clientFrames().contains { $0.opcode == 0x8 } }
         let close = server.clientFrames().first { $0.opcode == 0x8 }
@@ -318,7 +318,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(received, .string("first"))
         let second = try await receive(task)
         if case .success = second { XCTFail("invalid text delivered") }
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         XCTAssertEqual(task.closeCode, .invalidFramePayloadData)
     }
 
@@ -339,7 +339,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertNotNil(sent, what, file: file, line: line)
         let result = try await receive(task)
         if case .success = result { XCTFail("\(what): a message after a refused handshake", file: file, line: line) }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .badServerResponse, what, file: file, line: line)
         XCTAssertNil(task.negotiatedProtocol, what, file: file, line: line)
         XCTAssertEqual(server.upgrades.count, 1, what, file: file, line: line)
@@ -423,7 +423,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertFalse(task.isCompressed, "the server accepted no extension: the frames above went uncompressed")
         XCTAssertEqual(upgrade.value(of: "Sec-WebSocket-Version"), "13")
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     // MARK: - The manager's open and close closures
@@ -455,7 +455,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let task = manager.webSocketTask(with: server.url(), protocols: ["v1.chat"])
         task.resume()
         try await task.send(.string("close 1001 going away"))
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         try await Task.sleep(nanoseconds: 100_000_000)
         XCTAssertEqual(events.wrappedValue, ["open v1.chat", "close 1001 going away", "complete"])
     }
@@ -469,7 +469,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         try await task.send(.string("up"))
         _ = try await task.receive()
         task.cancel(with: .normalClosure, reason: Data("done".utf8))
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
         try await Task.sleep(nanoseconds: 100_000_000)
         // The NIO server answers with the code alone.
         XCTAssertEqual(events.wrappedValue, ["open none", "close 1000 none", "complete"])
@@ -487,17 +487,17 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let events = recordWebSocketEvents(of: manager)
         let refused = manager.webSocketTask(with: refusing.url())
         refused.resume()
-        _ = await completions.completion(of: refused)
+        _ = try await awaitCompletion(of: refused, in: completions)
         let failed = manager.webSocketTask(with: violating.url())
         failed.resume()
-        _ = await completions.completion(of: failed)
+        _ = try await awaitCompletion(of: failed, in: completions)
         XCTAssertEqual(failed.closeCode, .invalidFramePayloadData)
         let cancelled = manager.webSocketTask(with: server.url())
         cancelled.resume()
         try await cancelled.send(.string("up"))
         _ = try await cancelled.receive()
         cancelled.cancel()
-        _ = await completions.completion(of: cancelled)
+        _ = try await awaitCompletion(of: cancelled, in: completions)
         try await Task.sleep(nanoseconds: 100_000_000)
         XCTAssertEqual(
             events.wrappedValue,
@@ -529,7 +529,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         }
         let pong = try await ping.value(timeout: 5, file: #filePath, line: #line)
         XCTAssertNotNil(pong)
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .cancelled)
         try await Task.sleep(nanoseconds: 200_000_000)
         XCTAssertEqual(receives.map(\.deliveries), [1, 1, 1, 1, 1])
@@ -556,7 +556,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let result = try await echoed.value(timeout: 5, file: #filePath, line: #line)
         XCTAssertEqual(try result.get(), .string("held"))
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testCancellingTheAwaitingSwiftTaskCancelsTheWebSocketTask() async throws {
@@ -573,7 +573,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         } catch {
             XCTAssertEqual((error as? URLError)?.code, .cancelled)
         }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .cancelled)
     }
 
@@ -587,7 +587,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let pending = OnceBox<Result<SessionWebSocketTask.Message, Error>>()
         task.receive { pending.resolve($0) }
         manager.invalidateSessionCancelingTasks(true, resetSession: false)
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .cancelled)
         if case .success = try await pending.value(timeout: 5, file: #filePath, line: #line) {
             XCTFail("a pending receive succeeded")
@@ -603,7 +603,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let (manager, completions) = makeManager()
         let task = manager.webSocketTask(with: URL(string: "ftp://127.0.0.1/")!)
         task.resume()
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNotNil(completion)
         let result = try await receive(task)
         if case .success = result { XCTFail("received on a bad URL") }
@@ -631,7 +631,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
             try await group.waitForAll()
         }
         for task in tasks {
-            let completion = await completions.completion(of: task)
+            let completion = try await awaitCompletion(of: task, in: completions)
             XCTAssertNil(completion)
             XCTAssertEqual(completions.completionCount(of: task), 1)
         }
@@ -698,7 +698,7 @@ final class WebSocketTaskTests: WebSocketTestCase {
                 + "\(peak >> 20) MiB, after \(after >> 20) MiB: growth \(growth >> 10) KiB")
         XCTAssertLessThan(growth, 64 << 20, "grew by \(growth >> 20) MiB", file: file, line: line)
         task.cancel(with: .normalClosure, reason: nil)
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     /// Resident memory after glibc's `malloc_trim(0)` gave the heap's free pages back: what earlier tests freed stays
