@@ -6,6 +6,8 @@ SYSTEM_PACKAGES := libcurl4-openssl-dev libssl-dev zlib1g-dev
 BENCH_PACKAGES := valgrind binutils nginx openssl
 BENCH_BUILD := .build-bench
 BENCH_QUICK ?=
+# BENCH_CLIENTS=a,b: only those clients (Client raw names in Benchmarks/Sources/sessionkit-bench/Bench.swift).
+BENCH_CLIENTS ?=
 SOAK_COUNT ?= 100000
 SOAK_ALL := sessionkit-curl sessionkit-curl-get sessionkit-curl-async sessionkit-curl-core
 SOAK_CLIENTS ?= sessionkit-curl sessionkit-curl-async
@@ -17,7 +19,8 @@ DOCS_DIR ?= .build-docs
 # traits, so that switching never rebuilds everything.
 TRAITS := --traits OpenAPI
 
-FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse
+FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse \
+  deflate
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 
@@ -67,7 +70,7 @@ demo: setup
 bench: setup
 	@$(MAKE) --no-print-directory install-packages PACKAGES="$(BENCH_PACKAGES)"
 	$(SWIFT) build -c release --package-path Benchmarks --scratch-path $(BENCH_BUILD) --product sessionkit-bench
-	BENCH_QUICK=$(BENCH_QUICK) $(BENCH_BUILD)/release/sessionkit-bench
+	BENCH_QUICK=$(BENCH_QUICK) BENCH_CLIENTS=$(BENCH_CLIENTS) $(BENCH_BUILD)/release/sessionkit-bench
 
 ## soak: SOAK_COUNT (100,000) sequential requests through each of SOAK_CLIENTS in turn (curl transport, in-process
 ## server), printing RSS along the way (release build). The default is SessionKit's task API and async verb;

@@ -1,10 +1,11 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 // The benchmark of SessionKit (`make bench`, `make soak`): a package of its own, so that a consumer of SessionKit never
 // resolves AsyncHTTPClient, SwiftNIO or anything else the benchmark compares against (shared decision 10).
 //
-// - SessionKit comes from the enclosing package by path, through its only product.
+// - SessionKit comes from the enclosing package by path, through its `SessionKit` product (and `OpenAPISessionKit`
+//   for the OpenAPI rows, below).
 // - The in-process loopback server is the root package's `SessionKitTestSupport` sources, reached through a directory
 //   symlink (`Sources/BenchServer` → `../../Sources/SessionKitTestSupport`) and compiled here as a module of this
 //   package, named `BenchServer` so that it never clashes with the root package's own target; nothing is exported.
@@ -14,10 +15,15 @@ import PackageDescription
 // - swift-http-types for the HTTP core API's rows (`data(for: HTTPRequest)`), swift-distributed-tracing's
 //   `InMemoryTracer` and swift-metrics' `TestMetrics` for the traced row; SessionKit depends on them too, so the
 //   benchmark resolves nothing new.
+// - The OpenAPI rows: the root package's `OpenAPISessionKit` product, with the root package's trait `OpenAPI` asked for
+//   (tools 6.1), and swift-openapi-async-http-client for AsyncHTTPClient's transport. The generated client is the test
+//   suite's: `BenchOpenAPIClient` compiles it (`Sources/BenchOpenAPIClient/Generated` is a directory symlink to
+//   `../../../Tests/OpenAPISessionKitTests/Generated`) with a public wrapper, since its declarations are internal (and
+//   its `Client` would clash with the benchmark's own).
 let package = Package(
     name: "SessionKitBenchmarks",
     dependencies: [
-        .package(name: "SessionKit", path: ".."),
+        .package(name: "SessionKit", path: "..", traits: ["OpenAPI"]),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
@@ -25,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
         .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4"),
+        .package(url: "https://github.com/swift-server/swift-openapi-async-http-client", from: "1.5.0"),
     ],
     targets: [
         .systemLibrary(
@@ -51,6 +59,14 @@ let package = Package(
             resources: [.copy("Certificates")],
             swiftSettings: [.swiftLanguageMode(.v5)]
         ),
+        .target(
+            name: "BenchOpenAPIClient",
+            dependencies: [
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+            ],
+            path: "Sources/BenchOpenAPIClient"
+        ),
         .executableTarget(
             name: "sessionkit-bench",
             dependencies: [
@@ -64,6 +80,10 @@ let package = Package(
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "OpenAPISessionKit", package: "SessionKit"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIAsyncHTTPClient", package: "swift-openapi-async-http-client"),
+                "BenchOpenAPIClient",
             ],
             path: "Sources/sessionkit-bench",
             swiftSettings: [.swiftLanguageMode(.v5)]

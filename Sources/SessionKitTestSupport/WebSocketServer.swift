@@ -199,7 +199,7 @@ private final class WebSocketServerHandler: ChannelInboundHandler {
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        var payload = frame.unmaskedData
+        var payload = Self.unmasked(frame)
         if frame.rsv1, let inflater, frame.opcode == .text || frame.opcode == .binary {
             log.withLockedValue { $0.compressedMessages += 1 }
             let inflated = inflater.decompress(Data(payload.readableBytesView))
@@ -235,6 +235,26 @@ private final class WebSocketServerHandler: ChannelInboundHandler {
         default:
             break
         }
+    }
+
+    /// The frame's payload unmasked eight bytes at a time. NIO's `unmaskedData` goes byte by byte through generic
+    /// code that, in a debug build, costs more than the rest of a 600 MiB echo together.
+    private static func unmasked(_ frame: WebSocketFrame) -> ByteBuffer {
+        guard let key = frame.maskKey else { return frame.data }
+        var data = frame.data
+        let keyBytes = [key[0], key[1], key[2], key[3]]
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { for index in 0..<8 { $0[index] = keyBytes[index & 3] } }
+        data.withUnsafeMutableReadableBytes { buffer in
+            guard let base = buffer.baseAddress else { return }
+            let words = buffer.count / 8
+            for index in 0..<words {
+                let address = base + index * 8
+                address.storeBytes(of: address.loadUnaligned(as: UInt64.self) ^ word, as: UInt64.self)
+            }
+            for index in (words * 8)..<buffer.count { buffer[index] ^= keyBytes[index & 3] }
+        }
+        return data
     }
 
     private func command(_ text: String, context: ChannelHandlerContext) {

@@ -13,10 +13,11 @@ import Foundation
 /// (`head`, `trailer`, `date`, `cache`, `challenge`) are checked for properties, not only for crashes: a broken
 /// property stops the process like a crash, so libFuzzer keeps the input.
 ///
-/// Adding a parser is one case here and one line in ``run(_:)``; `websocket`, `utf8` and `sse` joined that way.
+/// Adding a parser is one case here and one line in ``run(_:)``; `websocket`, `utf8`, `sse` and `deflate` joined that
+/// way.
 enum FuzzTarget: String, CaseIterable {
     case http, json, xml, plist, compound, decodable, archive
-    case head, trailer, date, cache, challenge, websocket, utf8, sse
+    case head, trailer, date, cache, challenge, websocket, utf8, sse, deflate
 
     /// The target of this process (set once from the command line, before fuzzing starts).
     nonisolated(unsafe) static var selected: FuzzTarget = .json
@@ -79,6 +80,7 @@ enum FuzzTarget: String, CaseIterable {
         case .websocket: return NetworkParserProperties.webSocket(input)
         case .utf8: return NetworkParserProperties.utf8(input)
         case .sse: return NetworkParserProperties.serverSentEvents(input)
+        case .deflate: return NetworkParserProperties.deflate(input)
         default: break
         }
         if self == .archive {
@@ -127,7 +129,7 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? compound.responseObject(for: response, data: body)
         case .decodable:
             _ = try? DecodableResponseSerializer(FuzzDocument.self).responseObject(for: response, data: body)
-        case .archive, .head, .trailer, .date, .cache, .challenge, .websocket, .utf8, .sse:
+        case .archive, .head, .trailer, .date, .cache, .challenge, .websocket, .utf8, .sse, .deflate:
             break
         }
     }

@@ -173,6 +173,90 @@ enum NetworkParserProperties {
         }
     }
 
+    /// permessage-deflate: the check of the server's `Sec-WebSocket-Extensions` answer, the inflater on hostile
+    /// bytes under a small limit, and a round trip through the deflater and the inflater.
+    ///
+    /// The input is a flags byte (the window, `8 + flags & 7` bits; the context reset after each message when
+    /// `flags & 8`), a limit byte (32 bytes a step), a length byte, a split byte, that many bytes of answer (values
+    /// separated by LF), and the rest: its first half inflated as two compressed messages (cut where the split byte
+    /// says), its second half as two messages compressed and inflated back.
+    static func deflate(_ input: Data) {
+        let bytes = [UInt8](input)
+        guard bytes.count >= 4 else { return }
+        let windowBits = 8 + Int(bytes[0] & 0x07)
+        let resetsContext = bytes[0] & 0x08 != 0
+        let limit = Int(bytes[1]) * 32
+        let answerEnd = min(bytes.count, 4 + Int(bytes[2]))
+        let answer = String(decoding: bytes[4..<answerEnd], as: UTF8.self)
+        deflateNegotiation(answer.split(separator: "\n", omittingEmptySubsequences: false).map(String.init), input)
+
+        func cut(_ data: Data) -> [Data] {
+            let at = min(Int(bytes[3]), data.count)
+            return [Data(data.prefix(at)), Data(data.dropFirst(at))]
+        }
+        let rest = Data(bytes[answerEnd...])
+        let hostile = cut(rest.prefix(rest.count / 2))
+        guard
+            let inflated = ParserProbes.inflate(
+                hostile, windowBits: windowBits, limit: limit, resetsContext: resetsContext)
+        else { fail("zlib refused the window \(windowBits) to inflate", input) }
+        for message in inflated.messages where message.count > limit {
+            fail("a message inflated to \(message.count) bytes past the limit of \(limit)", input)
+        }
+        if let code = inflated.failureCode, code != 1007 && code != 1009 { fail("close code \(code)", input) }
+
+        // The deflater has no 8-bit window (the connection then sends uncompressed).
+        let roundTripWindow = max(9, windowBits)
+        let messages = cut(rest.dropFirst(rest.count / 2))
+        guard
+            let compressed = ParserProbes.deflate(messages, windowBits: roundTripWindow, resetsContext: resetsContext)
+        else { fail("zlib could not compress", input) }
+        let largest = messages.map(\.count).max() ?? 0
+        let back = ParserProbes.inflate(
+            compressed, windowBits: roundTripWindow, limit: largest, resetsContext: resetsContext)
+        if back?.messages != messages || back?.failureCode != nil { fail("inflate(deflate(x)) is not x", input) }
+        if largest > 0 {
+            // One byte short: the first largest message is refused with 1009, those before it arrive.
+            let short = ParserProbes.inflate(
+                compressed, windowBits: roundTripWindow, limit: largest - 1, resetsContext: resetsContext)
+            let before = messages.prefix { $0.count < largest }
+            if short?.failureCode != 1009 || short.map({ $0.messages[...] }) != before {
+                fail("a message one byte past the limit was not refused with 1009 alone", input)
+            }
+        }
+    }
+
+    /// The server's answer: accepted only as one `permessage-deflate` element of ASCII, with windows the offer allows
+    /// (8 to 15 bits), each flag only when named, and parameters that read back the same when printed.
+    private static func deflateNegotiation(_ values: [String], _ input: Data) {
+        let result = ParserProbes.deflateNegotiation(values)
+        guard let parameters = result.parameters else { return }
+        let text = values.joined(separator: ",")
+        if !text.utf8.allSatisfy({ (0x20...0x7E).contains($0) || $0 == 0x09 }) {
+            fail("accepted an answer that is not printable ASCII", input)
+        }
+        let lowercased = text.lowercased()
+        if !lowercased.contains("permessage-deflate") { fail("accepted without permessage-deflate", input) }
+        for bits in [parameters.serverMaxWindowBits, parameters.clientMaxWindowBits] where !(8...15).contains(bits) {
+            fail("a window of \(bits) bits", input)
+        }
+        let named: [(Bool, String)] = [
+            (parameters.serverNoContextTakeover, "server_no_context_takeover"),
+            (parameters.clientNoContextTakeover, "client_no_context_takeover"),
+            (parameters.serverMaxWindowBits != 15, "server_max_window_bits"),
+            (parameters.clientMaxWindowBits != 15, "client_max_window_bits"),
+        ]
+        for (isSet, name) in named where isSet && !lowercased.contains(name) { fail("\(name) set unnamed", input) }
+        var printed = "permessage-deflate"
+        if parameters.serverNoContextTakeover { printed += "; server_no_context_takeover" }
+        if parameters.clientNoContextTakeover { printed += "; client_no_context_takeover" }
+        printed += "; server_max_window_bits=\(parameters.serverMaxWindowBits)"
+        printed += "; client_max_window_bits=\"\(parameters.clientMaxWindowBits)\""
+        if ParserProbes.deflateNegotiation([printed]).parameters != parameters {
+            fail("\(printed) does not read back as the same parameters", input)
+        }
+    }
+
     /// A challenge accepted prints back (`scheme realm="…"`) as a value that reads as the same challenge.
     static func challenge(_ input: Data) {
         let text = String(decoding: input, as: UTF8.self)

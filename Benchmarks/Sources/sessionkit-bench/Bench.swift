@@ -10,7 +10,8 @@ import FoundationNetworking
 /// interleaved, against a local nginx (HTTP and HTTPS with a private CA) and the in-process loopback server. Each
 /// measurement runs in a child process of its own, so that its peak RSS is its own.
 ///
-///     sessionkit-bench                 the whole table (BENCH_QUICK=1: fewer iterations)
+///     sessionkit-bench                 the whole table (BENCH_QUICK=1: fewer iterations; BENCH_CLIENTS=a,b: those
+///                                      clients only, e.g. openapi-sessionkit,openapi-ahc,sessionkit-curl-core)
 ///     sessionkit-bench soak N [CLIENT] N sequential GETs (default SessionKit curl, task API), RSS every 10 %;
 ///                                      CLIENT sessionkit-curl (task API), sessionkit-curl-get (closure verb),
 ///                                      sessionkit-curl-async (async verb), sessionkit-curl-core (HTTP core API), …
@@ -139,15 +140,29 @@ struct Bench {
 
     static let allClients: [Client] = [
         .libcurl, .urlSession, .urlSessionDelegate, .ahc, .ahc64, .sessionKitCurlGet, .sessionKitCurlAsync,
-        .sessionKitCurl, .sessionKitCurlCore, .sessionKit,
-    ]
+        .sessionKitCurl, .sessionKitCurlCore, .openAPISessionKit, .openAPIAHC, .sessionKit,
+    ].filter(selected)
 
-    /// The clients of the large transfers (100 MiB, 10 MiB POSTs): the closure verb and the HTTP core API run the
-    /// small-GET rows only (wave 3 measures what users call for small GETs; large transfers stay on the task API).
-    static let transferClients: [Client] = allClients.filter { ![.sessionKitCurlGet, .sessionKitCurlCore].contains($0) }
+    /// `BENCH_CLIENTS=a,b,…` (the clients' raw names, `sessionkit-bench soak`'s): only those clients run, in every
+    /// row and in callgrind; a row left without a client is skipped. Unset: every client.
+    static func selected(_ client: Client) -> Bool {
+        guard let names = ProcessInfo.processInfo.environment["BENCH_CLIENTS"], !names.isEmpty else { return true }
+        return names.split(separator: ",").contains { $0.trimmingCharacters(in: .whitespaces) == client.rawValue }
+    }
+
+    /// The clients of the large transfers (100 MiB, 10 MiB POSTs): the closure verb, the HTTP core API and the OpenAPI
+    /// clients run the small-GET rows only (wave 3 measures what users call for small GETs; large transfers stay on
+    /// the task API).
+    static let transferClients: [Client] = allClients.filter {
+        ![.sessionKitCurlGet, .sessionKitCurlCore, .openAPISessionKit, .openAPIAHC].contains($0)
+    }
 
     /// SessionKit's four APIs on the curl transport, as users call them.
     static let sessionKitAPIs: [Client] = [.sessionKitCurlGet, .sessionKitCurlAsync, .sessionKitCurl, .sessionKitCurlCore]
+        .filter(selected)
+
+    /// The generated OpenAPI client through SessionKit's transport and through AsyncHTTPClient's (issue 25).
+    static let openAPIClients: [Client] = [.openAPISessionKit, .openAPIAHC].filter(selected)
 
     /// Runs every row's clients round-robin, `rounds` times (medians), then the RSS rows and callgrind, and prints
     /// one table and the issue's targets.
@@ -192,12 +207,14 @@ struct Bench {
         ]
         if let loopback {
             let old: [Client] = [.libcurl, .urlSession, .urlSessionDelegate, .ahc, .sessionKit, .sessionKitCurl]
+                .filter(selected)
             for (scenario, count) in [(Scenario.sequential, 5_000), (.concurrent64, 5_000), (.download100MiB, 1),
                                       (.memory100MiB, 1), (.upload10MiB, 20)] {
                 rows.append(Row(server: "in-process http", base: String(loopback.port), scenario: scenario, count: count,
                                 clients: old))
             }
         }
+        rows.removeAll { $0.clients.isEmpty }
         var results: [String: [Client: [ChildResult]]] = [:]
         for row in rows {
             FileHandle.standardError.write(Data("  measuring \(row.server) \(row.scenario.title)…\n".utf8))
@@ -217,7 +234,7 @@ struct Bench {
         }
         // RSS after 1k and after 20k sequential GETs: one child each (the two SessionKit APIs; the others beside them).
         let soakClients: [Client] = quick ? sessionKitAPIs
-            : [.libcurl, .urlSession, .ahc] + sessionKitAPIs + [.sessionKit]
+            : ([.libcurl, .urlSession, .ahc] + sessionKitAPIs + [.sessionKit]).filter(selected)
         FileHandle.standardError.write(Data("  measuring RSS over 20,000 GETs…\n".utf8))
         var soaks: [Client: ChildResult] = [:]
         for client in soakClients {
@@ -226,8 +243,9 @@ struct Bench {
         }
         FileHandle.standardError.write(Data("  measuring instructions (callgrind)…\n".utf8))
         let instructions = try await instructionCounts(base: server.httpBase, small: quick ? 20 : 50, large: quick ? 120 : 250,
-                                                       clients: [.libcurl, .urlSession, .ahc] + sessionKitAPIs
-                                                        + [.sessionKitCurlTraced] + (quick ? [] : [.sessionKit]))
+                                                       clients: ([.libcurl, .urlSession, .ahc] + sessionKitAPIs
+                                                        + [.sessionKitCurlTraced] + openAPIClients
+                                                        + (quick ? [] : [.sessionKit])).filter(selected))
         try? await loopback?.shutdown()
         stopServers()
 
@@ -331,7 +349,7 @@ struct Bench {
         print("| API | instructions per GET | HTTP sequential | HTTP 64 in flight | HTTPS sequential | HTTPS 64 in flight |")
         print("|---|---|---|---|---|---|")
         let ahcInstructions = instructions[.ahc] ?? nil
-        for client in sessionKitAPIs + [.ahc, .ahc64, .libcurl] {
+        for client in (sessionKitAPIs + openAPIClients + [.ahc, .ahc64, .libcurl]).filter(selected) {
             var line = "| \(client.title) | "
             if let entry = instructions[client], let count = entry {
                 line += "\(format(count / 1000))k" + (client == .ahc ? "" : " (\(ratio(count, ahcInstructions)))")
@@ -345,8 +363,10 @@ struct Bench {
                 }
                 line += " | \(format(value.rate))"
                 if client != .ahc && client != .ahc64 {
-                    line += " (\(ratio(value.rate, cell(results, key, .ahc)?.rate)) / "
-                        + "\(ratio(value.rate, cell(results, key, .ahc64)?.rate)))"
+                    // Without one of the two AHC rows (BENCH_CLIENTS), only the other ratio.
+                    let ratios = [ratio(value.rate, cell(results, key, .ahc)?.rate),
+                                  ratio(value.rate, cell(results, key, .ahc64)?.rate)].filter { !$0.isEmpty }
+                    if !ratios.isEmpty { line += " (\(ratios.joined(separator: " / ")))" }
                 }
             }
             print(line + " |")
@@ -538,6 +558,7 @@ enum Client: String, CaseIterable {
     case ahc, ahc64 = "ahc-64"
     /// The task API with a recording tracer and metrics factory set on the manager (callgrind only).
     case sessionKitCurlTraced = "sessionkit-curl-traced"
+    case openAPISessionKit = "openapi-sessionkit", openAPIAHC = "openapi-ahc"
 
     var title: String {
         switch self {
@@ -552,6 +573,8 @@ enum Client: String, CaseIterable {
         case .sessionKitCurlTraced: return "SessionKit curl, dataTask(with:), InMemoryTracer + TestMetrics"
         case .ahc: return "AsyncHTTPClient (default pool)"
         case .ahc64: return "AsyncHTTPClient (pool of 64)"
+        case .openAPISessionKit: return "OpenAPI client, SessionKitTransport (curl)"
+        case .openAPIAHC: return "OpenAPI client, AsyncHTTPClientTransport"
         }
     }
 
@@ -561,6 +584,7 @@ enum Client: String, CaseIterable {
         case .sessionKitCurlGet: return "closure verb"
         case .sessionKitCurlAsync: return "async verb"
         case .sessionKitCurlCore: return "HTTP core API"
+        case .openAPISessionKit: return "OpenAPI transport"
         default: return "task API"
         }
     }

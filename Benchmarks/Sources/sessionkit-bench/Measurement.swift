@@ -145,6 +145,9 @@ enum Measurement {
         case (.sessionKitCurlCore, _):
             let manager = makeManager(transport: .curl, https: https)
             bytes = try SessionKitVerbs.coreData(manager, scenario: scenario, url: url, count: count)
+        case (.openAPISessionKit, _), (.openAPIAHC, _):
+            bytes = try OpenAPIClients.run(client: client, scenario: scenario, url: url, count: count,
+                                           caFile: https ? caFile : nil)
         }
         let elapsed = Date().timeIntervalSince(started)
         let rate = scenario.unit == "MB/s" ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed

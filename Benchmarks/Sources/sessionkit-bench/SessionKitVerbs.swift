@@ -50,6 +50,16 @@ enum SessionKitVerbs {
             let (_, response) = try await manager.data(for: built)
             guard response.status == .ok else { throw BenchError("data(for:): status \(response.status)") }
         }
+        guard [.sequential, .soak, .handshake, .concurrent64].contains(scenario) else {
+            throw BenchError("the HTTP core API runs the small-GET scenarios only")
+        }
+        try runAsync(scenario: scenario, count: count, get)
+        return 0
+    }
+
+    /// Runs `get` `count` times from a detached Swift task while this measurement thread waits: one after another
+    /// (each one's latency recorded; the RSS reported in a soak) or 64 at a time.
+    static func runAsync(scenario: Scenario, count: Int, _ get: @escaping @Sendable () async throws -> Void) throws {
         switch scenario {
         case .sequential, .soak, .handshake:
             try Measurement.wait { done in
@@ -88,8 +98,7 @@ enum SessionKitVerbs {
                 }
             }
         case .download100MiB, .memory100MiB, .upload10MiB, .stream:
-            throw BenchError("the HTTP core API runs the small-GET scenarios only")
+            throw BenchError("\(scenario.title) is not a small-GET scenario")
         }
-        return 0
     }
 }

@@ -109,6 +109,72 @@ import Foundation
         return (frames, nil)
     }
 
+    /// permessage-deflate's parameters as the handshake check negotiated them.
+    public struct Deflate: Equatable {
+        /// The server resets its context after each message.
+        public var serverNoContextTakeover: Bool
+        /// The client must reset its context after each message.
+        public var clientNoContextTakeover: Bool
+        /// The server's window (bits), what the client inflates with.
+        public var serverMaxWindowBits: Int
+        /// The client's largest window (bits).
+        public var clientMaxWindowBits: Int
+    }
+
+    /// The offer the client sends in `Sec-WebSocket-Extensions`.
+    public static var deflateOffer: String { WebSocketDeflateParameters.offer }
+
+    /// What the handshake check makes of the server's `Sec-WebSocket-Extensions` values: nil parameters and nil
+    /// refusal when no extension was accepted, the parameters, or why the answer is refused.
+    public static func deflateNegotiation(_ values: [String]) -> (parameters: Deflate?, refusal: String?) {
+        switch WebSocketDeflateParameters.negotiate(values) {
+        case .success(let parameters):
+            return (
+                parameters.map {
+                    Deflate(
+                        serverNoContextTakeover: $0.serverNoContextTakeover,
+                        clientNoContextTakeover: $0.clientNoContextTakeover,
+                        serverMaxWindowBits: $0.serverMaxWindowBits, clientMaxWindowBits: $0.clientMaxWindowBits)
+                }, nil
+            )
+        case .failure(let error): return (nil, error.reason)
+        }
+    }
+
+    /// Inflates `messages` one after another as the message reader does (each one frame, `00 00 ff ff` appended),
+    /// with a window of `windowBits`, each into at most `limit` bytes, the context reset after each message when
+    /// `resetsContext`: the messages inflated, and the close code of the failure that stopped it, if one did. Nil
+    /// when zlib refuses the window.
+    public static func inflate(
+        _ messages: [Data], windowBits: Int, limit: Int, resetsContext: Bool
+    ) -> (messages: [Data], failureCode: UInt16?)? {
+        guard let inflater = RawDeflateStream(.decompress, windowBits: windowBits) else { return nil }
+        var inflated: [Data] = []
+        for message in messages {
+            do {
+                inflated.append(try inflater.decompress(message + [0x00, 0x00, 0xFF, 0xFF], limit: limit))
+            } catch {
+                return (inflated, error.code)
+            }
+            if resetsContext { inflater.reset() }
+        }
+        return (inflated, nil)
+    }
+
+    /// `messages` compressed one after another as the connection sends them (the flush's `00 00 ff ff` removed),
+    /// with a window of `windowBits`, the context reset after each message when `resetsContext`. Nil when zlib
+    /// refuses the window or fails.
+    public static func deflate(_ messages: [Data], windowBits: Int, resetsContext: Bool) -> [Data]? {
+        guard let deflater = RawDeflateStream(.compress, windowBits: windowBits) else { return nil }
+        var compressed: [Data] = []
+        for message in messages {
+            guard let payload = deflater.compress(message) else { return nil }
+            compressed.append(payload)
+            if resetsContext { deflater.reset() }
+        }
+        return compressed
+    }
+
     /// Whether the WebSocket text check accepts `data` read whole, and read in two pieces split at `split`.
     public static func utf8(_ data: Data, split: Int) -> (whole: Bool, pieces: Bool) {
         var validator = UTF8Validator()

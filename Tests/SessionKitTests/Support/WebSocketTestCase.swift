@@ -55,6 +55,17 @@ class WebSocketTestCase: XCTestCase {
         return (manager, TaskCompletionObserver(observing: manager))
     }
 
+    /// The completion `completions` saw for `task`, waiting 30 s at most: a completion that never comes fails the test
+    /// where it was awaited, instead of hanging the suite.
+    func awaitCompletion(
+        of task: URLSessionTask, in completions: TaskCompletionObserver, file: StaticString = #filePath,
+        line: UInt = #line
+    ) async throws -> Error? {
+        let box = OnceBox<Error?>()
+        Task { box.resolve(await completions.completion(of: task)) }
+        return try await box.value(timeout: 30, file: file, line: line)
+    }
+
     /// The next message of `task`, or the error that ended it.
     func receive(_ task: SessionWebSocketTask) async throws -> Result<SessionWebSocketTask.Message, Error> {
         try await awaitCallback { done in task.receive { done($0) } }

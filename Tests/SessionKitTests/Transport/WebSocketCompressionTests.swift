@@ -58,7 +58,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         XCTAssertEqual(server.seen.undecodableMessages, 0)
         XCTAssertLessThan(task.countOfBytesReceived, 10_000, "the server's echoes came compressed, with context")
         task.cancel(with: .normalClosure, reason: nil)
-        let completion = await completions.completion(of: task)
+        let completion = try await awaitCompletion(of: task, in: completions)
         XCTAssertNil(completion)
     }
 
@@ -73,7 +73,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         XCTAssertEqual(server.seen.compressedMessages, 5)
         XCTAssertEqual(server.seen.undecodableMessages, 0, "the server, which reset its inflater, understood each")
         task.cancel(with: .normalClosure, reason: nil)
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testCompressionTurnedOffOffersNothingAndSendsPlainFrames() async throws {
@@ -90,7 +90,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         let offered = server.seen.upgrades.first?.headers.contains { $0.0.lowercased() == "sec-websocket-extensions" }
         XCTAssertEqual(offered, false)
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
     func testAMessageThatInflatesPastTheLimitFailsWithMessageTooBig() async throws {
@@ -102,7 +102,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         try await task.send(.string("bomb 20000000"))
         let result = try await receive(task)
         if case .success = result { XCTFail("a 20 MB message delivered under a 64 KiB limit") }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .dataLengthExceedsMaximum)
         XCTAssertEqual(task.closeCode, .messageTooBig)
         XCTAssertLessThan(task.countOfBytesReceived, 64 * 1024, "the frame itself was under the limit")
@@ -116,7 +116,7 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         task.resume()
         let result = try await receive(task)
         if case .success = result { XCTFail("received over a refused handshake") }
-        let completion = await completions.completion(of: task) as? URLError
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .badServerResponse)
         XCTAssertFalse(task.isCompressed)
     }
@@ -147,12 +147,13 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         }
         XCTAssertTrue(task.isCompressed)
         task.cancel()
-        _ = await completions.completion(of: task)
+        _ = try await awaitCompletion(of: task, in: completions)
     }
 
-    /// The connection must fail with 1002 after `frames`, and nothing of them be delivered.
-    private func assertProtocolError(
-        _ frames: Data, negotiated: Bool = true, _ what: String, file: StaticString = #filePath, line: UInt = #line
+    /// The connection must fail with `code` (1002 unless said) after `frames`, and nothing of them be delivered.
+    private func assertFails(
+        with code: URLSessionWebSocketTask.CloseCode = .protocolError, _ frames: Data, negotiated: Bool = true,
+        maximumMessageSize: Int? = nil, _ what: String, file: StaticString = #filePath, line: UInt = #line
     ) async throws {
         let server =
             negotiated
@@ -160,23 +161,73 @@ final class WebSocketCompressionTests: WebSocketTestCase {
             : try await startRaw { RawWebSocketServer.upgradeResponse(for: $0) + frames }
         let (manager, completions) = makeManager()
         let task = manager.webSocketTask(with: server.url())
+        if let maximumMessageSize { task.maximumMessageSize = maximumMessageSize }
         task.resume()
         let result = try await receive(task)
         if case .success(let message) = result { XCTFail("\(what): delivered \(message)", file: file, line: line) }
-        _ = await completions.completion(of: task)
-        XCTAssertEqual(task.closeCode, .protocolError, what, file: file, line: line)
+        _ = try await awaitCompletion(of: task, in: completions)
+        XCTAssertEqual(task.closeCode, code, what, file: file, line: line)
         try await waitUntil("\(what): the client's close frame") { server.clientFrames().contains { $0.opcode == 0x8 } }
-        XCTAssertEqual(server.clientFrames().first { $0.opcode == 0x8 }?.closeCode, 1002, what, file: file, line: line)
+        XCTAssertEqual(
+            server.clientFrames().first { $0.opcode == 0x8 }?.closeCode, code.rawValue, what, file: file, line: line)
+        XCTAssertEqual(completions.completionCount(of: task), 1, what, file: file, line: line)
     }
 
     func testRSV1OnAControlFrameAContinuationOrWithoutNegotiationFailsWithProtocolError() async throws {
-        try await assertProtocolError(RawWebSocketServer.frame(opcode: 0x9, payload: [1], rsv: 0b100), "RSV1 on a ping")
-        try await assertProtocolError(
+        try await assertFails(RawWebSocketServer.frame(opcode: 0x9, payload: [1], rsv: 0b100), "RSV1 on a ping")
+        try await assertFails(
             RawWebSocketServer.frame(opcode: 0x1, payload: [0xF2, 0x48, 0xCD], fin: false, rsv: 0b100)
                 + RawWebSocketServer.frame(opcode: 0x0, payload: [0xC9, 0xC9, 0x07, 0x00], rsv: 0b100),
             "RSV1 on a continuation")
-        try await assertProtocolError(
+        try await assertFails(
             RawWebSocketServer.frame(opcode: 0x1, payload: [0xF2, 0x48, 0xCD, 0xC9, 0xC9, 0x07, 0x00], rsv: 0b100),
             negotiated: false, "RSV1 without permessage-deflate")
+    }
+
+    /// A decompression bomb from a raw server: 10 MB of zeros compressed into about 10 KB, whole and in fragments,
+    /// under a 64 KiB limit.
+    func testACompressedMessageThatInflatesPastTheLimitFailsWithMessageTooBig() async throws {
+        let bomb = [UInt8](RawDeflate(compressing: true).compress(Data(count: 10_000_000)))
+        XCTAssertLessThan(bomb.count, 64 * 1024, "the frame itself is under the limit")
+        try await assertFails(
+            with: .messageTooBig, RawWebSocketServer.frame(opcode: 0x2, payload: bomb, rsv: 0b100),
+            maximumMessageSize: 64 * 1024, "a bomb in one frame")
+        let half = bomb.count / 2
+        try await assertFails(
+            with: .messageTooBig,
+            RawWebSocketServer.frame(opcode: 0x1, payload: Array(bomb[..<half]), fin: false, rsv: 0b100)
+                + RawWebSocketServer.frame(opcode: 0x0, payload: Array(bomb[half...])),
+            maximumMessageSize: 64 * 1024, "a bomb in two fragments")
+        // 80,000 letters that hardly compress, in two fragments of about 40,000 each: each fragment inflates under
+        // the limit, the message does not.
+        var state: UInt32 = 54_321
+        let letters = Data(
+            (0..<80_000).map { _ -> UInt8 in
+                state = state &* 1_103_515_245 &+ 12_345
+                return UInt8(97 + (state >> 16) % 26)
+            })
+        let noise = [UInt8](RawDeflate(compressing: true).compress(letters))
+        XCTAssertGreaterThan(noise.count, 40_000, "the letters hardly compress")
+        try await assertFails(
+            with: .messageTooBig,
+            RawWebSocketServer.frame(opcode: 0x1, payload: Array(noise[..<(noise.count / 2)]), fin: false, rsv: 0b100)
+                + RawWebSocketServer.frame(opcode: 0x0, payload: Array(noise[(noise.count / 2)...])),
+            maximumMessageSize: 64 * 1024, "fragments that inflate past the limit together")
+    }
+
+    func testCompressedTextThatInflatesToInvalidUTF8FailsWithInvalidFramePayloadData() async throws {
+        let deflater = RawDeflate(compressing: true)
+        try await assertFails(
+            with: .invalidFramePayloadData,
+            RawWebSocketServer.frame(
+                opcode: 0x1, payload: Array(deflater.compress(Data([0x61, 0xED, 0xA0, 0x80]))), rsv: 0b100),
+            "a surrogate, compressed")
+    }
+
+    func testACompressedMessageThatIsNotDeflateDataFailsWithInvalidFramePayloadData() async throws {
+        // BTYPE 11 is reserved (RFC 1951 3.2.3).
+        try await assertFails(
+            with: .invalidFramePayloadData,
+            RawWebSocketServer.frame(opcode: 0x2, payload: [0xFF, 0xFF, 0xFF, 0xFF], rsv: 0b100), "reserved block type")
     }
 }

@@ -43,6 +43,21 @@ final class WebSocketDeflateTests: XCTestCase {
         }
     }
 
+    func testOnlyASCIINamesAndHTTPWhitespaceAreAccepted() throws {
+        // Unicode's lowercasing turns KELVIN SIGN (U+212A) into `k`, and Foundation's whitespace includes NO-BREAK
+        // SPACE and IDEOGRAPHIC SPACE: neither is HTTP's.
+        for answer in [
+            "permessage-deflate; server_no_context_ta\u{212A}eover", "PERMESSAGE-DEFLATE\u{00A0}",
+            "permessage-deflate;\u{3000}client_no_context_takeover", "\u{00A0}permessage-deflate",
+        ] {
+            if case .success(let parameters) = Parameters.negotiate([answer]) {
+                XCTFail("\(answer.debugDescription) accepted as \(String(describing: parameters))")
+            }
+        }
+        let accepted = try Parameters.negotiate(["\tPerMessage-Deflate ;\tSERVER_NO_CONTEXT_TAKEOVER \t"]).get()
+        XCTAssertEqual(accepted?.serverNoContextTakeover, true)
+    }
+
     func testTheUpgradeRequestOffersDeflateUnlessTurnedOff() {
         var handshake = WebSocketHandshake(url: URL(string: "ws://h/")!, key: "k", protocols: [], fields: [])
         let offer = "Sec-WebSocket-Extensions: permessage-deflate; client_max_window_bits\r\n"

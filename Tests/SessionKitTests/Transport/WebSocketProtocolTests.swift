@@ -266,6 +266,13 @@ final class WebSocketProtocolTests: XCTestCase {
             ("no Upgrade", good.filter { !$0.hasPrefix("Upgrade") }, []),
             ("Upgrade: h2c", good.map { $0.hasPrefix("Upgrade") ? "Upgrade: h2c" : $0 }, []),
             ("no Connection", good.filter { !$0.hasPrefix("Connection") }, []),
+            // Unicode's lowercasing makes KELVIN SIGN `k`; NO-BREAK SPACE is not HTTP's whitespace.
+            ("Upgrade: WEBSOC\u{212A}ET", good.map { $0.hasPrefix("Upgrade") ? "Upgrade: WEBSOC\u{212A}ET" : $0 }, []),
+            (
+                "Connection: \u{A0}Upgrade", good.map { $0.hasPrefix("Connection") ? "Connection: \u{A0}Upgrade" : $0 },
+                []
+            ),
+            ("protocol with a no-break space", good + ["Sec-WebSocket-Protocol: chat\u{A0}"], ["chat"]),
             ("wrong accept", good.map { $0.hasPrefix("Sec-WebSocket-Accept") ? "Sec-WebSocket-Accept: AAAA" : $0 }, []),
             ("missing accept", good.filter { !$0.hasPrefix("Sec-WebSocket-Accept") }, []),
             ("unoffered protocol", good + ["Sec-WebSocket-Protocol: other"], ["chat"]),

@@ -25,26 +25,27 @@ struct WebSocketDeflateParameters: Sendable, Equatable {
     /// negotiated parameters, or why the answer is refused.
     static func negotiate(_ values: [String]) -> Result<WebSocketDeflateParameters?, NegotiationError> {
         let elements = values.flatMap { $0.split(separator: ",", omittingEmptySubsequences: false) }.map {
-            $0.trimmingCharacters(in: .whitespaces)
+            $0.trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)
         }.filter { !$0.isEmpty }
         guard !elements.isEmpty else { return .success(nil) }
         guard elements.count == 1 else {
             return .failure(NegotiationError("The server accepted \(elements.count) extensions; one was offered."))
         }
         var parts = elements[0].split(separator: ";", omittingEmptySubsequences: false).map {
-            $0.trimmingCharacters(in: .whitespaces)
+            $0.trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)
         }
         let name = parts.removeFirst()
-        guard name.lowercased() == "permessage-deflate" else {
+        guard WebSocketHandshake.asciiLowercased(name) == "permessage-deflate" else {
             return .failure(NegotiationError("The server chose the extension \(name), which was not offered."))
         }
         var parameters = WebSocketDeflateParameters()
         var seen: Set<String> = []
         for part in parts {
             let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = pair[0].trimmingCharacters(in: .whitespaces).lowercased()
+            let key = WebSocketHandshake.asciiLowercased(
+                pair[0].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace))
             let hasValue = pair.count == 2
-            let value = hasValue ? unquoted(pair[1].trimmingCharacters(in: .whitespaces)) : nil
+            let value = hasValue ? unquoted(pair[1].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)) : nil
             guard seen.insert(key).inserted else {
                 return .failure(NegotiationError("The server's permessage-deflate repeats the parameter \(key)."))
             }

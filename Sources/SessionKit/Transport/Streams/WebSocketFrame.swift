@@ -72,8 +72,17 @@ struct WebSocketFrame: Sendable, Equatable {
         out.append(contentsOf: key)
         let start = out.count
         out.append(payload)
+        // Eight bytes at a time: the key repeats every four, so a word of it twice masks eight.
+        var word: UInt64 = 0
+        withUnsafeMutableBytes(of: &word) { for index in 0..<8 { $0[index] = key[index & 3] } }
         out.withUnsafeMutableBytes { buffer in
-            for index in 0..<count { buffer[start + index] ^= key[index & 3] }
+            guard let base = buffer.baseAddress else { return }
+            let words = count / 8
+            for index in 0..<words {
+                let address = base + start + index * 8
+                address.storeBytes(of: address.loadUnaligned(as: UInt64.self) ^ word, as: UInt64.self)
+            }
+            for index in (words * 8)..<count { buffer[start + index] ^= key[index & 3] }
         }
         return out
     }

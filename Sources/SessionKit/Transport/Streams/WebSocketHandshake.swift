@@ -142,14 +142,17 @@ struct WebSocketHandshake: Sendable {
                 return .failure(Self.error("The server's answer to the WebSocket upgrade has a malformed header line."))
             }
             fields.append(
-                (String(line[..<colon]), line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+                (
+                    String(line[..<colon]),
+                    line[line.index(after: colon)...].trimmingCharacters(in: Self.optionalWhitespace)
+                ))
         }
         func values(_ name: String) -> [String] {
-            fields.filter { $0.0.caseInsensitiveCompare(name) == .orderedSame }.map(\.1)
+            fields.filter { Self.asciiLowercased($0.0) == Self.asciiLowercased(name) }.map(\.1)
         }
         func tokens(_ name: String) -> [String] {
             values(name).flatMap { $0.split(separator: ",") }.map {
-                $0.trimmingCharacters(in: .whitespaces).lowercased()
+                Self.asciiLowercased($0.trimmingCharacters(in: Self.optionalWhitespace))
             }
         }
         var headerFields: [String: String] = [:]
@@ -172,7 +175,7 @@ struct WebSocketHandshake: Sendable {
             return .failure(Self.error("The server's Sec-WebSocket-Accept does not match the key sent.", response))
         }
         let chosen = values("Sec-WebSocket-Protocol").flatMap { $0.split(separator: ",") }.map {
-            $0.trimmingCharacters(in: .whitespaces)
+            $0.trimmingCharacters(in: Self.optionalWhitespace)
         }
         guard chosen.count <= 1, chosen.allSatisfy({ protocols.contains($0) }) else {
             return .failure(
@@ -197,6 +200,15 @@ struct WebSocketHandshake: Sendable {
             return .failure(Self.error("The server's answer to the WebSocket upgrade cannot be represented."))
         }
         return .success(Accepted(response: response, negotiatedProtocol: chosen.first, deflate: deflate))
+    }
+
+    /// HTTP's optional whitespace (RFC 9110 5.6.3): space and horizontal tab, not Unicode's other spaces.
+    static let optionalWhitespace = CharacterSet(charactersIn: " \t")
+
+    /// `text` with only the ASCII letters A to Z lowercased, for comparing tokens without case: Unicode's lowercasing
+    /// would let a non-ASCII letter pass for one (KELVIN SIGN U+212A becomes `k`).
+    static func asciiLowercased(_ text: String) -> String {
+        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
     }
 
     private static func error(_ description: String, _ response: HTTPURLResponse? = nil) -> URLError {
