@@ -91,7 +91,9 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received("/cache/60").count, 1, "max-age=60: the second GET is answered from the cache")
         XCTAssertEqual(second.response.statusCode, 200)
         XCTAssertEqual(first.serial, second.serial, "the stored body")
-        XCTAssertNotNil(cache.cachedResponse(for: URLRequest(url: server.url("/cache/60"))))
+        let stored = try XCTUnwrap(cache.cachedResponse(for: URLRequest(url: server.url("/cache/60")))?.response)
+        XCTAssertTrue(
+            type(of: stored) == HTTPURLResponse.self, "the URLCache archives what it keeps: Foundation's class only")
         let other = try await get(manager, server.url("/cache/60?other"))
         XCTAssertNotEqual(other.serial, first.serial, "another query is another resource")
         XCTAssertEqual(received("/cache/60?other").count, 1)

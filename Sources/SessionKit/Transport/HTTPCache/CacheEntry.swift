@@ -378,7 +378,8 @@ struct CacheEntry {
         "proxy-authorization", "trailer",
     ]
 
-    /// `response` without its hop-by-hop fields (itself when it has none).
+    /// `response` without its hop-by-hop fields (itself when it has none and is Foundation's own class: the
+    /// `URLCache` archives what it stores, so a subclass such as ``WireHTTPURLResponse`` is always rebuilt).
     static func withoutHopByHopFields(_ response: HTTPURLResponse) -> HTTPURLResponse {
         let fields = stringFields(of: response)
         var dropped = hopByHopFields
@@ -387,7 +388,8 @@ struct CacheEntry {
                 dropped.insert(listed.trimmingCharacters(in: .whitespaces).lowercased())
             }
         }
-        guard fields.keys.contains(where: { dropped.contains($0.lowercased()) }), let url = response.url else {
+        let hasHopByHop = fields.keys.contains { dropped.contains($0.lowercased()) }
+        guard hasHopByHop || type(of: response) != HTTPURLResponse.self, let url = response.url else {
             return response
         }
         return HTTPURLResponse(
