@@ -73,7 +73,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The request the task was created with.
     let originalRequest: URLRequest
     /// Back-pressure between the transfer and the per-task delegate; the caller's pause is the machine's.
-    let flowControl = FlowControl()
+    let flowControl: FlowControl
     /// The public task object this driver runs (it owns the driver).
     weak var task: URLSessionTask?
 
@@ -93,7 +93,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
         self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
         cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
-        flowControl.callerHolds = { [weak self] in self?.observed.read { $0.machine.isPaused } ?? false }
+        // The box, not the driver: the transfer may outlive the task, and a weak reference costs at every callback.
+        flowControl = FlowControl(callerHolds: { [observed] in observed.read { $0.machine.isPaused } })
     }
 
     // MARK: - What the task reports (any thread)
@@ -212,11 +213,11 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
         // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
         // A client certificate is a credential too: what is stored for one identity is served to it alone.
-        let credentialParts = [
-            credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" },
-            clientIdentity.forConnection().map { "client-certificate \($0.connectionKey)" },
-        ].compactMap { $0 }
-        let wireCredential = credentialParts.isEmpty ? nil : credentialParts.joined(separator: "\u{0}")
+        var wireCredential = credentials.first { !$0.forProxy }.map { "\($0.schemes) \($0.user):\($0.password)" }
+        if let identity = clientIdentity.forConnection() {
+            wireCredential = [wireCredential, "client-certificate \(identity.connectionKey)"].compactMap { $0 }
+                .joined(separator: "\u{0}")
+        }
         if let plan = cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:

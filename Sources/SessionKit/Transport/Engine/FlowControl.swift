@@ -9,7 +9,7 @@ import Foundation
 /// The caller's pause (`suspend()`) is not kept here: it is the task's ``RequestMachine``'s, read through
 /// ``callerHolds``, so that it lives in one place.
 final class FlowControl: Sendable {
-    // Sendable, checked by the compiler: `state`, `resumeAction` and `holds` are `Protected` boxes.
+    // Sendable, checked by the compiler: `state` and `resumeAction` are `Protected` boxes; `callerHolds` is a `let`.
 
     static let highWater = 8 << 20
     static let lowWater = 4 << 20
@@ -22,12 +22,13 @@ final class FlowControl: Sendable {
 
     private let state = Protected(State())
     private let resumeAction = Protected<(@Sendable () -> Void)?>(nil)
-    private let holds = Protected<@Sendable () -> Bool>({ false })
     /// Whether the caller holds the task (it was suspended while loading): the transfer stays paused whatever was
-    /// consumed. Set once by the task's driver.
-    var callerHolds: @Sendable () -> Bool {
-        get { holds.wrappedValue }
-        set { holds.wrappedValue = newValue }
+    /// consumed. Asked on the engine thread at each body write and progress callback: it must be cheap.
+    private let callerHolds: @Sendable () -> Bool
+
+    /// Back-pressure for a transfer whose caller's pause `callerHolds` tells (none by default).
+    init(callerHolds: @escaping @Sendable () -> Bool = { false }) {
+        self.callerHolds = callerHolds
     }
     /// Resumes the paused transfer (set by the task each time it starts one; read by whichever thread consumes).
     var resume: (@Sendable () -> Void)? {
@@ -46,7 +47,7 @@ final class FlowControl: Sendable {
     }
 
     /// Whether the transfer is paused (for back-pressure or by the caller): not idle, whatever the clock says.
-    var isPaused: Bool { callerHolds() || state.read { $0.paused } }
+    var isPaused: Bool { state.read { $0.paused } || callerHolds() }
 
     /// The caller let the task go on: a paused transfer resumes unless back-pressure still holds it.
     func callerReleased() {
