@@ -146,6 +146,8 @@ let package = Package(
                 "OpenAPISessionKit", "SessionKit", "SessionKitTestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
             ],
             path: "Tests/OpenAPISessionKitTests",
             // The client in Generated/ was generated once from openapi.yaml (README.md says how), so that neither CI
