@@ -236,7 +236,10 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
             throw SessionKitError.requestSerialization(.badURL, "The URL \"\(urlString)\" is not a valid URL.")
         }
         var request = URLRequest(url: url)
-        request.httpMethod = method.uppercased()
+        let method = method.uppercased()
+        // A new request's method is GET already; FoundationNetworking's setter normalizes the name each time (about
+        // 8k instructions), so the verb every small request uses skips it.
+        if method != "GET" { request.httpMethod = method }
         applyRequestProperties(to: &request)
         return try self.request(bySerializingRequest: request, withParameters: parameters)
     }
