@@ -32,6 +32,8 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
         /// The only anchors of ``SecurityPolicy/init(trustingRootCertificates:)``; nil: the trust's own anchors.
         var trustedRootCertificates: Set<Data>? = nil
         var reportsOnly = false
+        /// ``SecurityPolicy/configurationKey`` once computed; every setter clears it.
+        var key: String? = nil
     }
 
     /// How the policy pins.
@@ -92,7 +94,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// The pinned certificates, DER. PEM given here is converted; bytes that are neither are dropped.
     public var pinnedCertificates: Set<Data> {
         get { settings.read { $0.pinnedCertificates } }
-        set { settings.write { $0.pinnedCertificates = Self.derCertificates(newValue) } }
+        set {
+            settings.write {
+                $0.pinnedCertificates = Self.derCertificates(newValue)
+                $0.key = nil
+            }
+        }
     }
 
     /// The pinned public-key hashes (`sha256/<base64>`).
@@ -103,13 +110,23 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// Whether an untrusted chain (expired, self-signed, unknown root) may still pass. Default false.
     public var allowInvalidCertificates: Bool {
         get { settings.read { $0.allowInvalidCertificates } }
-        set { settings.write { $0.allowInvalidCertificates = newValue } }
+        set {
+            settings.write {
+                $0.allowInvalidCertificates = newValue
+                $0.key = nil
+            }
+        }
     }
 
     /// Whether the leaf must match the domain. Default true.
     public var validatesDomainName: Bool {
         get { settings.read { $0.validatesDomainName } }
-        set { settings.write { $0.validatesDomainName = newValue } }
+        set {
+            settings.write {
+                $0.validatesDomainName = newValue
+                $0.key = nil
+            }
+        }
     }
 
     /// Whether a pin mismatch is only reported: the connection goes on, and the request's event monitors receive a
@@ -129,7 +146,12 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// ```
     public var reportsOnly: Bool {
         get { settings.read { $0.reportsOnly } }
-        set { settings.write { $0.reportsOnly = newValue } }
+        set {
+            settings.write {
+                $0.reportsOnly = newValue
+                $0.key = nil
+            }
+        }
     }
 
     /// The certificates in `bundle`'s resources: every `.cer`, `.crt`, `.der` and `.pem` file, as DER.
@@ -310,8 +332,17 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     private static let publicKeyPins = Protected<[Data: String]>([:])
 
     /// A text equal for two policies exactly when they decide alike: mode, flags and pins.
+    /// Computed once per change of the policy (the engines and the HTTP cache ask for it at every request).
     var configurationKey: String {
-        let settings = self.settings.wrappedValue
+        settings.write { settings in
+            if let key = settings.key { return key }
+            let key = Self.configurationKey(of: settings, mode: pinningMode)
+            settings.key = key
+            return key
+        }
+    }
+
+    private static func configurationKey(of settings: Settings, mode pinningMode: SSLPinningMode) -> String {
         let certificates = settings.pinnedCertificates.map { Certificate.sha256($0).base64EncodedString() }.sorted()
         let roots = settings.trustedRootCertificates.map {
             "roots:" + $0.map { Certificate.sha256($0).base64EncodedString() }.sorted().joined(separator: ",")
