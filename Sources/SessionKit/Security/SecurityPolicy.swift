@@ -94,12 +94,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// The pinned certificates, DER. PEM given here is converted; bytes that are neither are dropped.
     public var pinnedCertificates: Set<Data> {
         get { settings.read { $0.pinnedCertificates } }
-        set {
-            settings.write {
-                $0.pinnedCertificates = Self.derCertificates(newValue)
-                $0.key = nil
-            }
-        }
+        set { update { $0.pinnedCertificates = Self.derCertificates(newValue) } }
     }
 
     /// The pinned public-key hashes (`sha256/<base64>`).
@@ -110,23 +105,13 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// Whether an untrusted chain (expired, self-signed, unknown root) may still pass. Default false.
     public var allowInvalidCertificates: Bool {
         get { settings.read { $0.allowInvalidCertificates } }
-        set {
-            settings.write {
-                $0.allowInvalidCertificates = newValue
-                $0.key = nil
-            }
-        }
+        set { update { $0.allowInvalidCertificates = newValue } }
     }
 
     /// Whether the leaf must match the domain. Default true.
     public var validatesDomainName: Bool {
         get { settings.read { $0.validatesDomainName } }
-        set {
-            settings.write {
-                $0.validatesDomainName = newValue
-                $0.key = nil
-            }
-        }
+        set { update { $0.validatesDomainName = newValue } }
     }
 
     /// Whether a pin mismatch is only reported: the connection goes on, and the request's event monitors receive a
@@ -146,12 +131,7 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     /// ```
     public var reportsOnly: Bool {
         get { settings.read { $0.reportsOnly } }
-        set {
-            settings.write {
-                $0.reportsOnly = newValue
-                $0.key = nil
-            }
-        }
+        set { update { $0.reportsOnly = newValue } }
     }
 
     /// The certificates in `bundle`'s resources: every `.cer`, `.crt`, `.der` and `.pem` file, as DER.
@@ -332,6 +312,14 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
     private static let publicKeyPins = Protected<[Data: String]>([:])
 
     /// A text equal for two policies exactly when they decide alike: mode, flags and pins.
+    /// Changes the settings; the configuration key is computed again on its next use.
+    private func update(_ change: (inout Settings) -> Void) {
+        settings.write {
+            change(&$0)
+            $0.key = nil
+        }
+    }
+
     /// Computed once per change of the policy (the engines and the HTTP cache ask for it at every request).
     var configurationKey: String {
         settings.write { settings in

@@ -26,8 +26,8 @@ final class FlowControl: Sendable {
     /// consumed. Asked on the engine thread at each body write and progress callback: it must be cheap.
     private let callerHolds: @Sendable () -> Bool
 
-    /// Back-pressure for a transfer whose caller's pause `callerHolds` tells (none by default).
-    init(callerHolds: @escaping @Sendable () -> Bool = { false }) {
+    /// Back-pressure for a transfer whose caller's pause `callerHolds` tells.
+    init(callerHolds: @escaping @Sendable () -> Bool) {
         self.callerHolds = callerHolds
     }
     /// Resumes the paused transfer (set by the task each time it starts one; read by whichever thread consumes).
