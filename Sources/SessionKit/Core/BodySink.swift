@@ -13,7 +13,7 @@ protocol BodySink: AnyObject {
     /// The response head arrived. Returns how many bytes of the body the sink already holds when that is news to
     /// the download progress (the beginning of a resumed download, or 0 once a restarted one is emptied); nil when
     /// the progress is right as it is.
-    func receive(_ response: URLResponse) -> Int64?
+    func receive(_ response: ReceivedResponse) -> Int64?
 
     /// Takes a chunk of the body and says who counts it.
     func append(_ data: Data) -> BodySinkReceipt

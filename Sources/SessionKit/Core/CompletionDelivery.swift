@@ -22,7 +22,7 @@ struct CompletionDelivery {
     func deliver(task: URLSessionTask, data: Data, fileURL: URL?, error finalError: NSError?) {
         let delivery = self.delivery
         let completion = self.completion
-        let response = task.response
+        let received = ReceivedResponse.of(task)
         let observation = self.observation
         if let observation {
             observation.monitor.request(
@@ -34,8 +34,12 @@ struct CompletionDelivery {
             var resultError: Error? = finalError.map(Self.swiftError)
             if finalError == nil {
                 do {
-                    object = try delivery.responseSerializer.responseObject(
-                        for: response, data: fileURL == nil ? data : nil)
+                    // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
+                    // response's Foundation object is then built only if the caller asks for it.
+                    if !(delivery.responseSerializer is UnvalidatedResponseSerializer) {
+                        object = try delivery.responseSerializer.responseObject(
+                            for: received?.urlResponse, data: fileURL == nil ? data : nil)
+                    }
                 } catch {
                     resultError = error
                     // As AFNetworking: what the serializer still made of a body whose status failed goes to the
@@ -48,7 +52,7 @@ struct CompletionDelivery {
             }
             if let fileURL { object = fileURL }
             let outcome = TaskOutcome(
-                task: task, response: response, data: data, object: object, fileURL: fileURL, error: resultError)
+                task: task, received: received, data: data, object: object, fileURL: fileURL, error: resultError)
             delivery.completionQueue.async {
                 defer { delivery.completionGroup.leave() }
                 completion(outcome)

@@ -24,8 +24,8 @@ final class DataStreamSink: @unchecked Sendable {
         var head = 0
         var end: Result<Void, Error>?
         var reader = Reader.none
-        var response: URLResponse?
-        var responseWaiters: [CheckedContinuation<URLResponse, Error>] = []
+        var response: ReceivedResponse?
+        var responseWaiters: [CheckedContinuation<ReceivedResponse, Error>] = []
         var trailers: [(String, String)]?
         var endWaiters: [CheckedContinuation<Void, Error>] = []
     }
@@ -42,8 +42,8 @@ final class DataStreamSink: @unchecked Sendable {
 
     // MARK: - From the task delegate (delegate queue)
 
-    func receive(_ response: URLResponse) {
-        let waiters = state.write { state -> [CheckedContinuation<URLResponse, Error>] in
+    func receive(_ response: ReceivedResponse) {
+        let waiters = state.write { state -> [CheckedContinuation<ReceivedResponse, Error>] in
             state.response = response
             defer { state.responseWaiters.removeAll() }
             return state.responseWaiters
@@ -89,7 +89,7 @@ final class DataStreamSink: @unchecked Sendable {
     func finish(_ error: Error?) {
         let (waiting, responseWaiters, endWaiters) = state.write {
             state -> (
-                CheckedContinuation<Data?, Error>?, [CheckedContinuation<URLResponse, Error>],
+                CheckedContinuation<Data?, Error>?, [CheckedContinuation<ReceivedResponse, Error>],
                 [CheckedContinuation<Void, Error>]
             ) in
             guard state.end == nil else { return (nil, [], []) }
@@ -115,9 +115,9 @@ final class DataStreamSink: @unchecked Sendable {
     // MARK: - For the reader
 
     /// The response head, once it arrived; throws when the task ended without one.
-    func response() async throws -> URLResponse {
+    func response() async throws -> ReceivedResponse {
         try await withCheckedThrowingContinuation { continuation in
-            let ready = state.write { state -> Result<URLResponse, Error>? in
+            let ready = state.write { state -> Result<ReceivedResponse, Error>? in
                 if let response = state.response { return .success(response) }
                 if case .failure(let error) = state.end { return .failure(error) }
                 if state.end != nil { return .failure(URLError(.badServerResponse)) }

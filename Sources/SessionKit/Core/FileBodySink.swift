@@ -27,8 +27,8 @@ final class FileBodySink: BodySink {
     }
 
     /// Keeps the validator; a `206` continues the file, any other status restarts it empty.
-    func receive(_ response: URLResponse) -> Int64? {
-        guard let http = response as? HTTPURLResponse else { return nil }
+    func receive(_ response: ReceivedResponse) -> Int64? {
+        guard let http = response.httpResponse else { return nil }
         validator = http.value(forHTTPHeaderField: "ETag") ?? http.value(forHTTPHeaderField: "Last-Modified")
         if http.statusCode == 206 {
             return file.length  // the rest of a resumed download: the file already holds the beginning

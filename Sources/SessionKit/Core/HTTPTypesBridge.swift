@@ -40,6 +40,24 @@ enum HTTPTypesBridge {
         return urlRequest
     }
 
+    /// `response` as swift-http-types' response, read from its lines when it has them (no `HTTPURLResponse` is built
+    /// for it then).
+    ///
+    /// - Throws: `URLError.badServerResponse` for a response that is not HTTP or whose status is outside 100…999.
+    static func response(from response: ReceivedResponse, url: URL?) throws -> HTTPResponse {
+        if let lines = response.fieldLines {
+            guard (100...999).contains(response.statusCode) else {
+                throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: url as Any])
+            }
+            // The lines as they came: a repeated field stays repeated (two `Set-Cookie` lines are two fields).
+            return HTTPResponse(status: .init(code: response.statusCode), headerFields: fields(from: lines))
+        }
+        guard let http = response.httpResponse else {
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: url as Any])
+        }
+        return try self.response(from: http)
+    }
+
     /// `response` as an `HTTPResponse`.
     ///
     /// - Throws: `URLError.badServerResponse` for a status outside 100…999 (no transport delivers one).

@@ -29,7 +29,7 @@ final class LimitedBodySink: BodySink {
         state.write { $0.limit = limit }
     }
 
-    func receive(_ response: URLResponse) -> Int64? {
+    func receive(_ response: ReceivedResponse) -> Int64? {
         inner.receive(response)
     }
 

@@ -10,7 +10,7 @@ final class MemoryBodySink: BodySink {
     private let body = Protected(Data())
 
     /// Reserves the announced length at once; the download progress needs no correction.
-    func receive(_ response: URLResponse) -> Int64? {
+    func receive(_ response: ReceivedResponse) -> Int64? {
         let expected = response.expectedContentLength
         if expected > 0 {
             // One allocation of the announced size (at most 1 GiB; pages are only touched as bytes arrive)

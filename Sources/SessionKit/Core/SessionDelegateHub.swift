@@ -134,7 +134,7 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
                 error = FoundationTaskTransport().clientIdentityRefusal
             }
         }
-        if error == nil, task.response == nil, !(task is URLSessionStreamTask) {
+        if error == nil, ReceivedResponse.of(task) == nil, !(task is URLSessionStreamTask) {
             // A completion carries a response or an error, on every transport and whatever its parser made of the
             // bytes: a task that would end with neither fails instead.
             error = Self.error(.badServerResponse, "The task ended without a response or an error.", of: task)
@@ -168,7 +168,7 @@ extension SessionDelegateHub: URLSessionDataDelegate {
         completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
     ) {
         // No task of the Foundation transport continues resume data (Linux's URLSession keeps none).
-        _ = registry.delegate(for: dataTask)?.didReceive(response: response)
+        _ = registry.delegate(for: dataTask)?.didReceive(response: ReceivedResponse(response))
         if let override = overrides.read({ $0.dataTaskDidReceiveResponse }) {
             completionHandler(override(session, dataTask, response))
         } else {
@@ -245,7 +245,7 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse
+        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
     )
         -> URLSession.ResponseDisposition
     {
@@ -259,7 +259,7 @@ extension SessionDelegateHub: TaskEventSink {
         guard let dataTask = task as? URLSessionDataTask,
             let override = overrides.read({ $0.dataTaskDidReceiveResponse })
         else { return .allow }
-        return override(session, dataTask, response)
+        return override(session, dataTask, response.urlResponse)
     }
 
     func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {

@@ -22,7 +22,7 @@ public final class SessionRequest: Sendable {
         var lifecycle = RequestLifecycle()
         var request: URLRequest?
         var tasks: [URLSessionTask] = []
-        var response: HTTPURLResponse?
+        var response: ReceivedResponse?
         var timings: [TransferTimings] = []
         var retryDelays: [TimeInterval] = []
         var finishReported = false
@@ -46,7 +46,7 @@ public final class SessionRequest: Sendable {
     /// How many times the request was sent again.
     public var retryCount: Int { state.read { max(0, $0.lifecycle.attempts - 1) } }
     /// The response of the last attempt that got one.
-    public var response: HTTPURLResponse? { state.read { $0.response } }
+    public var response: HTTPURLResponse? { state.read { $0.response }?.httpResponse }
     /// libcurl's timings of every transfer so far (every attempt, every redirect step), on the curl transport.
     public var timings: [TransferTimings] { state.read { $0.timings } }
     /// The delays the retriers asked for before each retry (0 for an immediate one), in order.
@@ -97,9 +97,9 @@ public final class SessionRequest: Sendable {
         }
     }
 
-    func attemptEnded(response: URLResponse?) {
-        guard let http = response as? HTTPURLResponse else { return }
-        state.write { $0.response = http }
+    func attemptEnded(response: ReceivedResponse?) {
+        guard let response, response.statusCode != 0 else { return }
+        state.write { $0.response = response }
     }
 
     func collected(_ timings: TransferTimings) {

@@ -16,7 +16,7 @@ final class StreamBodySink: BodySink {
         self.reader = reader
     }
 
-    func receive(_ response: URLResponse) -> Int64? {
+    func receive(_ response: ReceivedResponse) -> Int64? {
         reader.receive(response)
         return nil
     }

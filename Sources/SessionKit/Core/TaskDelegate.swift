@@ -171,7 +171,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// The response head arrived: the body sink prepares for it, and the expected length sizes the download
     /// progress. Returns where the download resumes when this task continues resume data, else nil.
-    func didReceive(response: URLResponse) -> DownloadResumption? {
+    func didReceive(response: ReceivedResponse) -> DownloadResumption? {
         let held = sink.receive(response)
         progress.didReceiveResponse(expectedLength: response.expectedContentLength, held: held)
         // The sink tells what it held only when that is news, which for resume data is always the case: the file

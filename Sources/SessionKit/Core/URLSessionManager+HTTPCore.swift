@@ -148,9 +148,10 @@ extension URLSessionManager {
             pipe?.fail(CancellationError())
             writer?.cancel()
         }
-        let streamed: StreamedResponse
+        let head: ReceivedResponse
+        let body: StreamedBody
         do {
-            streamed = try await self.streamed(urlRequest, bodyFile: bodyFile, completed: end)
+            (head, body) = try await self.streamed(urlRequest, bodyFile: bodyFile, completed: end)
         } catch {
             pipe?.fail(error)
             writer?.cancel()
@@ -162,21 +163,21 @@ extension URLSessionManager {
         }
         let response: HTTPResponse
         do {
-            response = try HTTPTypesBridge.response(from: streamed.response)
+            response = try HTTPTypesBridge.response(from: head, url: urlRequest.url)
         } catch {
             end()
             throw error
         }
-        return Exchange(response: response, body: HTTPResponseBody(body: streamed.body), end: end)
+        return Exchange(response: response, body: HTTPResponseBody(body: body), end: end)
     }
 
     /// Runs `request` through the pipeline with its body kept in memory (within the in-memory limit).
     private func buffered(_ request: URLRequest, bodyFile: URL?) async throws -> (Data, HTTPResponse) {
         let (outcome, _) = try await runPipeline(
             request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), bodyFile: bodyFile)
-        guard let response = outcome.response as? HTTPURLResponse else {
+        guard let response = outcome.received else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }
-        return (outcome.data, try HTTPTypesBridge.response(from: response))
+        return (outcome.data, try HTTPTypesBridge.response(from: response, url: request.url))
     }
 }

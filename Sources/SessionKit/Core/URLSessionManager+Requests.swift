@@ -89,7 +89,7 @@ extension URLSessionManager {
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
                     responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile)
-                sessionRequest.attemptEnded(response: outcome.response)
+                sessionRequest.attemptEnded(response: outcome.received)
                 guard let error = outcome.error else {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
                     return (outcome, sessionRequest)

@@ -31,15 +31,21 @@ extension URLSessionManager {
     public func bytes(
         for request: URLRequest, interceptor: (any RequestInterceptor)? = nil
     ) async throws -> StreamedResponse {
-        try await streamed(request, interceptor: interceptor)
+        let (head, body) = try await streamed(request, interceptor: interceptor)
+        guard let response = head.httpResponse else {
+            // Dropping `body` unread cancels the request.
+            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
+        }
+        return StreamedResponse(response: response, body: body)
     }
 
-    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one; `completed` runs once the
-    /// request completed (its last attempt ended, the body may still wait to be read), failed or was cancelled.
+    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one, and the head as received
+    /// (its `HTTPURLResponse` built only if the caller asks); `completed` runs once the request completed (its last
+    /// attempt ended, the body may still wait to be read), failed or was cancelled.
     func streamed(
         _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil,
         completed: @escaping @Sendable () -> Void = {}
-    ) async throws -> StreamedResponse {
+    ) async throws -> (ReceivedResponse, StreamedBody) {
         let sink = DataStreamSink()
         let pipeline = Task {
             defer { completed() }
@@ -52,7 +58,7 @@ extension URLSessionManager {
                 throw error
             }
         }
-        let head: URLResponse
+        let head: ReceivedResponse
         do {
             head = try await withTaskCancellationHandler {
                 try await sink.response()
@@ -65,12 +71,8 @@ extension URLSessionManager {
             if case .failure(let pipelineError) = await pipeline.result { throw pipelineError }
             throw error
         }
-        guard let response = head as? HTTPURLResponse else {
-            pipeline.cancel()
-            throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
-        }
         let body = StreamedBody(sink: sink, url: request.url, cancelRequest: { pipeline.cancel() })
-        return StreamedResponse(response: response, body: body)
+        return (head, body)
     }
 
     /// Creates (not resumed) a data task whose body is handed to `chunk`, in order, on a serial queue of the task's

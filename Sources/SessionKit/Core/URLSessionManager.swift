@@ -699,7 +699,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             (observation, implicitObservation) = (implicit, implicit)
             let caller = completion
             completion = { outcome in
-                implicit.request.attemptEnded(response: outcome.response)
+                implicit.request.attemptEnded(response: outcome.received)
                 if implicit.request.finish() {
                     implicit.monitor.requestDidFinish(implicit.request, error: outcome.error)
                 }

@@ -77,7 +77,8 @@ final class TaskTelemetry: @unchecked Sendable {
     /// The task completed with `error` (nil for a response): the current attempt ends.
     func complete(_ task: URLSessionTask, error: Error?) {
         assertOnDelegateQueue()
-        end(statusCode: (task.response as? HTTPURLResponse)?.statusCode, error: error, task: task)
+        let status = ReceivedResponse.of(task)?.statusCode ?? 0
+        end(statusCode: status == 0 ? nil : status, error: error, task: task)
     }
 
     private func end(statusCode: Int?, error: Error?, task: URLSessionTask) {

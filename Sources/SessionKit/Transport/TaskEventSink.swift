@@ -13,9 +13,10 @@ protocol TaskEventSink: AnyObject, Sendable {
     /// The task was resumed (`resumed == true`) or suspended by its caller.
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool)
 
-    /// The response head arrived; the answer says whether the task goes on.
+    /// The response head arrived (its Foundation object built only if a receiver asks for it); the answer says
+    /// whether the task goes on.
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse
+        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
     ) -> URLSession.ResponseDisposition
 
     /// Body bytes arrived.

@@ -14,6 +14,13 @@ final class RequestMachineTests: XCTestCase {
         HTTPURLResponse(url: url ?? self.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
     }
 
+    /// A head as the curl transport reads it (its Foundation response not built yet).
+    private func received(_ status: Int, _ fields: KeyValuePairs<String, String> = [:]) -> ReceivedResponse {
+        ReceivedResponse(
+            CurlTransfer.ResponseHead(
+                url: url, statusCode: status, httpVersion: "HTTP/1.1", lines: fields.map { ($0.key, $0.value) }))
+    }
+
     private func running() -> RequestMachine {
         var machine = RequestMachine()
         XCTAssertEqual(machine.resume(), .startTransfer)
@@ -52,7 +59,7 @@ final class RequestMachineTests: XCTestCase {
         var machine = running()
         machine.requestSent()
         XCTAssertEqual(describe(machine), "running(sending)")
-        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+        XCTAssertEqual(machine.headArrived(received(200)), .deliver)
         XCTAssertEqual(describe(machine), "running(receiving)")
         XCTAssertEqual(machine.bodyArrived(Data("body".utf8)), .deliver)
         XCTAssertTrue(machine.takesTrailers)
@@ -75,7 +82,7 @@ final class RequestMachineTests: XCTestCase {
 
     func testCancelBeatsALateEndAndLateEvents() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+        XCTAssertEqual(machine.headArrived(received(200)), .deliver)
         XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled)
         XCTAssertEqual(machine.taskState, .canceling)
         XCTAssertEqual(machine.bodyArrived(Data("late".utf8)), .drop, "bytes after a cancel are not delivered")
@@ -89,7 +96,7 @@ final class RequestMachineTests: XCTestCase {
     func testEventsThatDoNotApplyChangeNothing() {
         var machine = RequestMachine()
         machine.requestSent()
-        XCTAssertEqual(machine.headArrived(response(200)), .ignore, "no transfer runs")
+        XCTAssertEqual(machine.headArrived(received(200)), .ignore, "no transfer runs")
         XCTAssertEqual(machine.bodyArrived(Data("x".utf8)), .drop)
         guard case .none = machine.transferEnded(failed: false) else { return XCTFail("no transfer ran") }
         XCTAssertFalse(machine.complete(failed: false), "a request that never started cannot complete")
@@ -99,8 +106,8 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.resume(), .none, "a cancelled request never starts")
 
         var receiving = running()
-        XCTAssertEqual(receiving.headArrived(response(200)), .deliver)
-        XCTAssertEqual(receiving.headArrived(response(200)), .ignore, "one final head per transfer")
+        XCTAssertEqual(receiving.headArrived(received(200)), .deliver)
+        XCTAssertEqual(receiving.headArrived(received(200)), .ignore, "one final head per transfer")
         XCTAssertEqual(receiving.nextAttempt(), .none, "no decision pending while a transfer runs")
     }
 
@@ -112,7 +119,7 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertTrue(machine.isPaused)
         XCTAssertEqual(machine.taskState, .suspended)
         XCTAssertEqual(machine.suspend(), .none, "already paused")
-        XCTAssertEqual(machine.headArrived(response(200)), .deliver, "the head may still arrive while paused")
+        XCTAssertEqual(machine.headArrived(received(200)), .deliver, "the head may still arrive while paused")
         XCTAssertEqual(describe(machine), "running(receiving paused)")
         XCTAssertEqual(machine.resume(), .resumeTransfer)
         XCTAssertFalse(machine.isPaused)
@@ -126,7 +133,7 @@ final class RequestMachineTests: XCTestCase {
     func testARedirectIsHeldAndItsBodyDropped() {
         var machine = running()
         let redirect = response(302, ["Location": "/next"])
-        XCTAssertEqual(machine.headArrived(redirect), .hold)
+        XCTAssertEqual(machine.headArrived(received(302, ["Location": "/next"])), .hold)
         XCTAssertEqual(describe(machine), "running(connecting held 302)")
         XCTAssertEqual(machine.bodyArrived(Data("moved".utf8)), .drop)
         XCTAssertFalse(machine.takesTrailers, "a held response's trailers are not the request's")
@@ -145,14 +152,26 @@ final class RequestMachineTests: XCTestCase {
 
     func testARedirectWithoutLocationIsTheResponse() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(302)), .deliver)
+        XCTAssertEqual(machine.headArrived(received(302)), .deliver)
         guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("it is the final response") }
+    }
+
+    func testOnlyAHeldHeadBuildsItsFoundationResponse() {
+        var machine = running()
+        let final = received(200, ["Content-Type": "text/plain", "Content-Length": "5"])
+        XCTAssertEqual(machine.headArrived(final), .deliver)
+        XCTAssertFalse(final.isBuilt, "a final head is delivered as read: no HTTPURLResponse yet")
+        XCTAssertEqual(final.expectedContentLength, 5)
+        var redirected = running()
+        let redirect = received(303, ["location": "/other"])
+        XCTAssertEqual(redirected.headArrived(redirect), .hold, "the field name is matched in any case")
+        XCTAssertTrue(redirect.isBuilt, "a held head is handed to the manager's closures as Foundation's response")
+        XCTAssertEqual(redirect.httpResponse?.value(forHTTPHeaderField: "Location"), "/other")
     }
 
     func testAChallengeKeepsItsBodyUpToTheLimit() {
         var machine = running()
-        let challenge = response(401, ["WWW-Authenticate": "Basic realm=\"api\""])
-        XCTAssertEqual(machine.headArrived(challenge), .hold)
+        XCTAssertEqual(machine.headArrived(received(401, ["WWW-Authenticate": "Basic realm=\"api\""])), .hold)
         XCTAssertEqual(machine.bodyArrived(Data("denied".utf8)), .drop, "kept for the decision, not delivered")
         XCTAssertEqual(machine.bodyArrived(Data(count: RequestMachine.heldBodyLimit)), .drop)
         guard case .decideChallenge(let held) = machine.transferEnded(failed: false) else {
@@ -204,7 +223,7 @@ final class RequestMachineTests: XCTestCase {
 
     func testSuspendedWhileDecidingTheNextAttemptStartsPausedAndResumes() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(307, ["Location": "/again"])), .hold)
+        XCTAssertEqual(machine.headArrived(received(307, ["Location": "/again"])), .hold)
         guard case .decideRedirect = machine.transferEnded(failed: false) else { return XCTFail("a redirect") }
         XCTAssertEqual(machine.suspend(), .pauseTransfer)
         XCTAssertEqual(machine.taskState, .suspended)
@@ -212,12 +231,12 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(describe(machine), "running(connecting paused)")
         XCTAssertTrue(machine.isPaused, "the new transfer holds at its first body bytes")
         XCTAssertEqual(machine.resume(), .resumeTransfer)
-        XCTAssertEqual(machine.headArrived(response(200)), .deliver)
+        XCTAssertEqual(machine.headArrived(received(200)), .deliver)
     }
 
     func testAStoredResponseReplacesTheTransfersBody() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(304)), .deliver)
+        XCTAssertEqual(machine.headArrived(received(304)), .deliver)
         machine.storeAnswered()
         XCTAssertEqual(machine.bodyArrived(Data("not the stored body".utf8)), .drop)
         XCTAssertFalse(machine.takesTrailers, "a replaced response's trailers are not the request's")
@@ -226,7 +245,7 @@ final class RequestMachineTests: XCTestCase {
 
     func testAFailedTransferHoldingARedirectFailsTheRequest() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(301, ["Location": "/x"])), .hold)
+        XCTAssertEqual(machine.headArrived(received(301, ["Location": "/x"])), .hold)
         guard case .fail = machine.transferEnded(failed: true) else { return XCTFail("the error wins") }
         XCTAssertEqual(machine.nextAttempt(), .none, "nothing is decided after an error")
         XCTAssertTrue(machine.complete(failed: true))
@@ -234,7 +253,7 @@ final class RequestMachineTests: XCTestCase {
 
     func testCancelWhileDecidingStartsNothing() {
         var machine = running()
-        XCTAssertEqual(machine.headArrived(response(401, ["WWW-Authenticate": "Basic realm=\"x\""])), .hold)
+        XCTAssertEqual(machine.headArrived(received(401, ["WWW-Authenticate": "Basic realm=\"x\""])), .hold)
         guard case .decideChallenge = machine.transferEnded(failed: false) else { return XCTFail("a challenge") }
         XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled, "a challenge answered by cancelling")
         XCTAssertEqual(machine.nextAttempt(), .none, "nothing starts after a cancel")

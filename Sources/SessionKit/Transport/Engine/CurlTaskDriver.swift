@@ -54,7 +54,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     private struct Observed {
         var machine = RequestMachine()
         var completionDelivered = false
-        var response: URLResponse?
+        var response: ReceivedResponse?
         var currentRequest: URLRequest
         var error: Error?
         var bytesSent: Int64 = 0
@@ -102,7 +102,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     var state: URLSessionTask.State {
         observed.read { $0.completionDelivered ? .completed : $0.machine.taskState }
     }
-    var response: URLResponse? { observed.read { $0.response } }
+    var response: URLResponse? { observed.read { $0.response }?.urlResponse }
+    /// The task's response as received (its Foundation object built only when someone asks).
+    var receivedResponse: ReceivedResponse? { observed.read { $0.response } }
     var currentRequest: URLRequest? { observed.read { $0.currentRequest } }
     var error: Error? { observed.read { $0.error } }
     var countOfBytesSent: Int64 { observed.read { $0.bytesSent } }
@@ -401,14 +403,15 @@ final class CurlTaskDriver: @unchecked Sendable {
         let session = environment.session
         switch event {
         case .response(let head):
-            guard let response = head.makeResponse() else {
-                return cancel()  // Foundation refused the head: nothing sane can follow
-            }
-            storeCookies(head.lines, of: response)
+            let response = ReceivedResponse(head)
+            storeCookies(head.lines, for: head.url)
             // A redirect is decided when its transfer ends (its body is dropped), a challenge answered then.
             guard observed.write({ $0.machine.headArrived(response) }) == .deliver else { return }
-            let wanted = cache?.wantsResponse(withFields: head.lines) ?? false
-            deliverHead(wanted ? cacheReceived(response, of: task) : response, of: task)
+            if cache?.wantsResponse(withFields: head.lines) == true, let http = response.httpResponse {
+                deliverHead(ReceivedResponse(cacheReceived(http, of: task)), of: task)
+            } else {
+                deliverHead(response, of: task)
+            }
             if cache?.confirmed != nil { observed.write { $0.machine.storeAnswered() } }
         case .data(let data):
             let action = observed.write { observed -> RequestMachine.BodyAction in
@@ -484,7 +487,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
     private func endCachedExchange(of task: URLSessionTask) {
         guard cache?.hasWorkAtEnd == true else { return }
-        if let proposal = cache?.ended(response: observed.read { $0.response }, failed: false) {
+        if let proposal = cache?.ended(response: observed.read { $0.response }?.httpResponse, failed: false) {
             approveAndStore(proposal, of: task)
         }
         if let confirmed = cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
@@ -510,6 +513,11 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// The final response head: the task's response, then the sink's answer.
     private func deliverHead(_ response: HTTPURLResponse, of task: URLSessionTask) {
+        deliverHead(ReceivedResponse(response), of: task)
+    }
+
+    /// The final response head as received: the task's response, then the sink's answer.
+    private func deliverHead(_ response: ReceivedResponse, of task: URLSessionTask) {
         observed.write { observed in
             observed.response = response
             observed.bytesExpectedToReceive = response.expectedContentLength
@@ -520,10 +528,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
     }
 
-    private func storeCookies(_ lines: [(String, String)], of response: HTTPURLResponse) {
+    private func storeCookies(_ lines: [(String, String)], for url: URL) {
         let request = observed.read { $0.currentRequest }
-        guard request.httpShouldHandleCookies, let storage = environment.settings.cookieStorage, let url = response.url
-        else { return }
+        guard request.httpShouldHandleCookies, let storage = environment.settings.cookieStorage else { return }
         for (name, value) in lines where name.equalsIgnoringASCIICase("Set-Cookie") {
             let cookies = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
             storage.setCookies(cookies, for: url, mainDocumentURL: nil)

@@ -287,14 +287,18 @@ struct RequestMachine {
 
     /// A final response head arrived: a redirect with a `Location` and a challenge are held until the transfer ends;
     /// any other is the request's response.
-    mutating func headArrived(_ response: HTTPURLResponse) -> HeadAction {
+    mutating func headArrived(_ response: ReceivedResponse) -> HeadAction {
         guard case .running(var attempt) = state, attempt.held == nil, attempt.phase != .receiving else {
             return .ignore
         }
-        if RedirectState.isRedirect(response.statusCode), response.value(forHTTPHeaderField: "Location") != nil {
-            attempt.held = HeldResponse(response: response, challenge: nil)
-        } else if let challenge = AuthenticationChallengeHeader(response: response) {
-            attempt.held = HeldResponse(response: response, challenge: challenge)
+        let status = response.statusCode
+        // The Foundation response is built only for a head that is held (the common final head needs none).
+        if RedirectState.isRedirect(status), response.hasField("Location"), let http = response.httpResponse {
+            attempt.held = HeldResponse(response: http, challenge: nil)
+        } else if status == 401 || status == 407, let http = response.httpResponse,
+            let challenge = AuthenticationChallengeHeader(response: http)
+        {
+            attempt.held = HeldResponse(response: http, challenge: challenge)
         } else {
             attempt.phase = .receiving
             state = .running(attempt)

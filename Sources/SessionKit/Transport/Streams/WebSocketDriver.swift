@@ -376,7 +376,7 @@ final class WebSocketDriver: @unchecked Sendable {
 final class WebSocketStreamSink: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {}
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: URLResponse
+        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
     ) -> URLSession.ResponseDisposition { .allow }
     func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {}
     func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64) {}
