@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -14,7 +15,8 @@ import Foundation
 /// build it on first use, once, from the same lines. A response that was a Foundation object from the start (the
 /// Foundation transport's, a stored or held one) is kept as it is.
 final class ReceivedResponse: @unchecked Sendable {
-    // @unchecked Sendable: `source` is a `let`; the built response lives in a `Protected` box.
+    // @unchecked Sendable: `source` is a `let`; the built response lives in a `Mutex` (inline: no lock object to
+    // allocate per response).
 
     private enum Source {
         /// A head the curl transport read.
@@ -25,7 +27,7 @@ final class ReceivedResponse: @unchecked Sendable {
 
     private let source: Source
     /// The response built from a wire head, once asked for.
-    private let built = Protected<URLResponse?>(nil)
+    private let built = Mutex<URLResponse?>(nil)
 
     /// The HTTP status code (0 for a response that is not HTTP).
     let statusCode: Int
@@ -52,7 +54,7 @@ final class ReceivedResponse: @unchecked Sendable {
         case .foundation(let response):
             return response
         case .wire(let head):
-            return built.write { built in
+            return built.withLock { built in
                 if let built { return built }
                 // Foundation's initializer never refuses a head; a plain response keeps the URL should it ever do so.
                 let response =
@@ -67,7 +69,7 @@ final class ReceivedResponse: @unchecked Sendable {
     /// Whether ``urlResponse`` exists yet (it always does for a response that came as a Foundation object).
     var isBuilt: Bool {
         if case .foundation = source { return true }
-        return built.read { $0 != nil }
+        return built.withLock { $0 != nil }
     }
 
     /// ``urlResponse`` when it is an HTTP response.
