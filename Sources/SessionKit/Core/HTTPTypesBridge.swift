@@ -24,7 +24,8 @@ enum HTTPTypesBridge {
                 ])
         }
         var urlRequest = URLRequest(url: url)
-        urlRequest.httpMethod = request.method.rawValue
+        // GET is URLRequest's own; FoundationNetworking's setter normalizes the name at every call.
+        if request.method != .get { urlRequest.httpMethod = request.method.rawValue }
         var fields: [String: String] = [:]
         var names: [String: String] = [:]  // canonical name → the spelling first met
         for field in request.headerFields {

@@ -15,7 +15,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// Where the delegate cancels its task: never the delegate queue itself (see ``didReceive(data:)``).
     private static let cancellations = DispatchQueue(label: "com.sessionkit.task-delegate.cancellations")
 
-    // @unchecked Sendable: `lifecycle` is guarded by `lock`, `bodyStream` is a `Protected` box, and the body sink
+    // @unchecked Sendable: `lifecycle` and `bodyStream` are `Protected` boxes, and the body sink
     // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
     // of its own; the rest is immutable after `init` apart from `Progress`, which is thread-safe.
 
@@ -53,8 +53,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// The task's spans and metrics, when the manager has a tracer or metrics factory that records.
     let telemetry: TaskTelemetry?
 
-    private let lock = NSLock()
-    private var lifecycle = TaskLifecycle()
+    private let lifecycle = Protected(TaskLifecycle())
     /// Where a streamed body goes, which also takes the response trailers; nil for other bodies.
     private let trailerSink: DataStreamSink?
 
@@ -208,7 +207,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// A chunk of the body arrived.
     func didReceive(data: Data) {
-        guard lock.withLock({ lifecycle.acceptsData }) else {
+        guard lifecycle.read({ $0.acceptsData }) else {
             onConsumed?(data.count)
             return
         }
@@ -257,7 +256,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// delegate queue, as AFNetworking does.
     func didFinishDownloading(to location: URL, override: URL?) {
         let moved = destination.move(location, of: task, override: override)
-        _ = lock.withLock { lifecycle.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
+        _ = lifecycle.write { $0.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
     }
 
     /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
@@ -267,8 +266,8 @@ final class TaskDelegate: @unchecked Sendable {
         let error = sink.finish(error: error) { location, override in
             didFinishDownloading(to: location, override: override)
         }
-        let action = lock.withLock {
-            lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
+        let action = lifecycle.write {
+            $0.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
         }
         let data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }
