@@ -35,7 +35,9 @@ final class ReceivedResponseTests: LoopbackTestCase {
     }
 
     func testTheResponseIsBuiltOnceFromTheLines() throws {
-        let received = head([("Content-Type", "text/html; charset=ISO-8859-4"), ("x-trace", "1"), ("Set-Cookie", "a=1")])
+        let received = head([
+            ("Content-Type", "text/html; charset=ISO-8859-4"), ("x-trace", "1"), ("Set-Cookie", "a=1"),
+        ])
         XCTAssertTrue(received.hasField("content-type"))
         XCTAssertFalse(received.hasField("Location"))
         XCTAssertFalse(received.isBuilt)
