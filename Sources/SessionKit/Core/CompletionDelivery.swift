@@ -18,44 +18,79 @@ struct CompletionDelivery {
     let completion: @Sendable (TaskOutcome) -> Void
 
     /// Delivers the outcome of `task`: its in-memory body `data`, the file a download was moved to, and the error
-    /// it ended with (nil for success).
+    /// it ended with (nil for success). Called on the delegate queue.
+    ///
+    /// The serializer runs on the processing queue when it has to read the body; a result that needs no reading (an
+    /// error, a serializer that reads nothing, a status that alone decides) is made here, without that hop. A caller's
+    /// completion runs on the completion queue, in the completion group; a pipeline's (``TaskDelegate/Delivery``'s
+    /// `completesInPlace`: it only resumes the awaiting Swift task) runs where the outcome is ready.
     func deliver(task: URLSessionTask, data: Data, fileURL: URL?, error finalError: NSError?) {
-        let delivery = self.delivery
-        let completion = self.completion
         let received = ReceivedResponse.of(task)
-        let observation = self.observation
         if let observation {
             observation.monitor.request(
                 observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
         }
-        delivery.completionGroup.enter()
-        delivery.processingQueue.async {
-            var object: Any? = nil
-            var resultError: Error? = finalError.map(Self.swiftError)
-            if finalError == nil {
-                do {
-                    // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
-                    // response's Foundation object is then built only if the caller asks for it.
-                    if !(delivery.responseSerializer is UnvalidatedResponseSerializer) {
-                        object = try delivery.responseSerializer.responseObject(
-                            for: received?.urlResponse, data: fileURL == nil ? data : nil)
-                    }
-                } catch {
-                    resultError = error
-                    // As AFNetworking: what the serializer still made of a body whose status failed goes to the
-                    // completion handler and the notification, next to the error.
-                    object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
-                }
-                if let observation {
-                    observation.monitor.request(observation.request, didSerialize: object, error: resultError)
-                }
+        let body = fileURL == nil ? data : nil
+        var decided: (object: Any?, error: Error?)?
+        if let finalError {
+            decided = (nil, Self.swiftError(finalError))
+        } else if delivery.responseSerializer is UnvalidatedResponseSerializer {
+            // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
+            // response's Foundation object is then built only if the caller asks for it.
+            decided = (nil, nil)
+        } else if let received, !received.isBuilt,
+            let passed = (delivery.responseSerializer as? HTTPResponseSerializer)?.bodyPassingStatus(
+                received.statusCode, data: body)
+        {
+            // The status alone decided: the head need not become an `HTTPURLResponse` for it.
+            decided = (passed, nil)
+        }
+        if let decided {
+            if finalError == nil, let observation {
+                observation.monitor.request(observation.request, didSerialize: decided.object, error: decided.error)
             }
-            if let fileURL { object = fileURL }
-            let outcome = TaskOutcome(
-                task: task, received: received, data: data, object: object, fileURL: fileURL, error: resultError)
-            delivery.completionQueue.async {
-                defer { delivery.completionGroup.leave() }
-                completion(outcome)
+            complete(
+                task: task, received: received, data: data, object: decided.object, fileURL: fileURL,
+                error: decided.error)
+            return
+        }
+        let delivery = self.delivery
+        let observation = self.observation
+        delivery.processingQueue.async { [self] in
+            var object: Any?
+            var resultError: Error?
+            do {
+                object = try delivery.responseSerializer.responseObject(for: received?.urlResponse, data: body)
+            } catch {
+                resultError = error
+                // As AFNetworking: what the serializer still made of a body whose status failed goes to the
+                // completion handler and the notification, next to the error.
+                object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
+            }
+            if let observation {
+                observation.monitor.request(observation.request, didSerialize: object, error: resultError)
+            }
+            complete(task: task, received: received, data: data, object: object, fileURL: fileURL, error: resultError)
+        }
+    }
+
+    /// Hands the outcome to the completion (on the completion queue, or in place), and posts the notification.
+    private func complete(
+        task: URLSessionTask, received: ReceivedResponse?, data: Data, object: Any?, fileURL: URL?, error: Error?
+    ) {
+        let outcome = TaskOutcome(
+            task: task, received: received, data: data, object: fileURL ?? object, fileURL: fileURL, error: error)
+        let delivery = self.delivery
+        let completion = self.completion
+        if delivery.completesInPlace {
+            completion(outcome)
+            guard delivery.announces else { return }
+        }
+        delivery.completionGroup.enter()
+        delivery.completionQueue.async {
+            defer { delivery.completionGroup.leave() }
+            if !delivery.completesInPlace { completion(outcome) }
+            if delivery.announces {
                 NotificationCenter.default.post(
                     name: .sessionKitTaskDidComplete, object: task,
                     userInfo: Self.notificationUserInfo(outcome, serializer: delivery.responseSerializer))

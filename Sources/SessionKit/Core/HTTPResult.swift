@@ -11,8 +11,8 @@ public struct HTTPResult: @unchecked Sendable {
 
     /// What the manager's response serializer made of the body (for JSON: dictionaries, arrays, strings, numbers).
     public let object: Any?
-    /// The HTTP response head.
-    public let response: HTTPURLResponse
+    /// The HTTP response head (Foundation's object for it is built when first read).
+    public var response: HTTPURLResponse { received.httpResponseOrMinimal }
     /// The raw body.
     public let data: Data
     /// libcurl's timings of every transfer the request took (each attempt, each redirect step), oldest first;
@@ -21,16 +21,20 @@ public struct HTTPResult: @unchecked Sendable {
     /// How many times an interceptor sent the request again.
     public let retryCount: Int
 
-    init(object: Any?, response: HTTPURLResponse, data: Data, timings: [TransferTimings] = [], retryCount: Int = 0) {
+    /// The response as the transport received it.
+    private let received: ReceivedResponse
+
+    /// A result whose `received` response is an HTTP response (the callers check it).
+    init(object: Any?, received: ReceivedResponse, data: Data, timings: [TransferTimings] = [], retryCount: Int = 0) {
         self.object = object
-        self.response = response
+        self.received = received
         self.data = data
         self.timings = timings
         self.retryCount = retryCount
     }
 
     /// The status code of ``response``.
-    public var statusCode: Int { response.statusCode }
+    public var statusCode: Int { received.statusCode }
 
     /// When the steps of the last transfer happened (DNS, connect, TLS, first byte, completion), nil without
     /// timings.

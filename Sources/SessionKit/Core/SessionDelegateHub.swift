@@ -240,6 +240,8 @@ extension SessionDelegateHub: URLSessionDownloadDelegate {
 /// methods above; each event then takes the same path: the closure overrides, then the per-task delegate.
 extension SessionDelegateHub: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
+        // A task no caller holds (the HTTP core API's) is not announced, as its completion is not.
+        if registry.delegate(for: task)?.announces == false { return }
         NotificationCenter.default.post(
             name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
     }

@@ -12,11 +12,14 @@ import Foundation
 /// guards it against URLSession's crashes on Linux.
 struct TaskControl: Sendable {
     /// Resumes `task` if it is suspended, and then posts `Notification.Name.sessionKitTaskDidResume`.
-    func resume(_ task: URLSessionTask) {
-        if let task = task as? TransportDrivenTask {
+    ///
+    /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a task its
+    ///   transport drives asks the manager's event sink, which knows.
+    func resume(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) {
+        if let task = task.asTransportDriven {
             return task.transportResume()
         }
-        FoundationTaskTransport.resume(task)
+        FoundationTaskTransport.resume(task, announces: announces())
     }
 
     /// Suspends `task` (on the Foundation transport: unless it is loading), and posts
@@ -24,10 +27,10 @@ struct TaskControl: Sendable {
     ///
     /// - Returns: Whether the task was suspended.
     @discardableResult
-    func suspend(_ task: URLSessionTask) -> Bool {
-        if let task = task as? TransportDrivenTask {
+    func suspend(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) -> Bool {
+        if let task = task.asTransportDriven {
             return task.transportSuspend()
         }
-        return FoundationTaskTransport.suspend(task)
+        return FoundationTaskTransport.suspend(task, announces: announces())
     }
 }

@@ -25,6 +25,11 @@ final class TaskDelegate: @unchecked Sendable {
         let completionQueue: DispatchQueue
         let completionGroup: DispatchGroup
         let processingQueue: DispatchQueue
+        /// Whether the completion runs where the outcome is ready (the delegate or processing queue) rather than on
+        /// the completion queue: for the request pipeline, whose completion only resumes the awaiting Swift task.
+        var completesInPlace = false
+        /// Whether `sessionKitTaskDidComplete` is posted: not for a task no caller holds (the HTTP core API's).
+        var announces = true
     }
 
     /// The pipeline request this task is an attempt of, and who watches it.
@@ -134,6 +139,10 @@ final class TaskDelegate: @unchecked Sendable {
             uploadHandler: uploadProgressHandler, downloadHandler: downloadProgressHandler)
         completionDelivery = CompletionDelivery(delivery: delivery, observation: observation, completion: completion)
     }
+
+    /// Whether the task's resumption, suspension and completion are posted as notifications (not for a task no
+    /// caller holds).
+    var announces: Bool { completionDelivery.delivery.announces }
 
     // MARK: - Observation by the request pipeline
 

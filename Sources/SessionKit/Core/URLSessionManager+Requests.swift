@@ -25,11 +25,11 @@ extension URLSessionManager {
     ) async throws -> HTTPResult {
         let (outcome, sessionRequest) = try await runPipeline(
             request, interceptor: interceptor, responseSerializer: responseSerializer, created: onCreate)
-        guard let response = outcome.response as? HTTPURLResponse else {
+        guard let received = outcome.received, received.isHTTP else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }
         return HTTPResult(
-            object: outcome.object, response: response, data: outcome.data,
+            object: outcome.object, received: received, data: outcome.data,
             timings: sessionRequest.timings, retryCount: sessionRequest.retryCount)
     }
 
@@ -138,7 +138,10 @@ extension URLSessionManager {
             let task = makeTask(
                 bodyFile.map { .uploadFile(request, $0) } ?? .data(request), responseSerializer: responseSerializer,
                 streamSink: streamSink,
-                observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor)
+                observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
+                // The completion below runs no caller code: it resumes this Swift task where the outcome is ready.
+                // The HTTP core API's task is never handed to a caller: no notification names it.
+                completesInPlace: true, announces: !(responseSerializer is UnvalidatedResponseSerializer)
             ) { outcome in
                 // A failure before the head leaves a stream's sink open, for a retry; the pipeline's caller ends it
                 // with the request's final error.

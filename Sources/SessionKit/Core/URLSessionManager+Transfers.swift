@@ -133,11 +133,11 @@ extension URLSessionManager {
 
     static func httpResult(_ outcome: TaskOutcome) throws -> HTTPResult {
         if let error = outcome.error { throw error }
-        guard let response = outcome.response as? HTTPURLResponse else {
+        guard let received = outcome.received, received.isHTTP else {
             throw URLError(
                 .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
         }
-        return HTTPResult(object: outcome.object, response: response, data: outcome.data)
+        return HTTPResult(object: outcome.object, received: received, data: outcome.data)
     }
 
     static func downloadResult(_ outcome: TaskOutcome) throws -> (fileURL: URL, response: HTTPURLResponse) {

@@ -342,19 +342,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// task.resume()
     /// ```
     public func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask) {
-        switch task {
-        case let curl as CurlTask:
-            _ = curl.driver.clientIdentity.set(identity)
-        case let stream as SessionStreamTask:
-            _ = stream.driver.clientIdentity.set(identity)
-        case let webSocket as SessionWebSocketTask:
-            _ = webSocket.driver.stream.driver.clientIdentity.set(identity)
-        default:
-            // A task of the Foundation transport, which cannot present one: it ends now rather than go without.
-            guard identity != nil, registry.delegate(for: task) != nil else { return }
-            registry.markCancellation(of: task, as: .clientIdentityUnsupported)
-            task.cancel()
-        }
+        if let driven = task.asTransportDriven { return driven.transportSetClientIdentity(identity) }
+        // A task of the Foundation transport, which cannot present one: it ends now rather than go without.
+        guard identity != nil, registry.delegate(for: task) != nil else { return }
+        registry.markCancellation(of: task, as: .clientIdentityUnsupported)
+        task.cancel()
     }
 
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
@@ -604,7 +596,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ///
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
-        control.resume(task)
+        control.resume(task, announces: self.registry.delegate(for: task)?.announces ?? true)
         resourceDeadlines?.started(task)
     }
 
@@ -617,7 +609,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Returns: Whether the task was suspended.
     @discardableResult
     public func suspend(_ task: URLSessionTask) -> Bool {
-        control.suspend(task)
+        control.suspend(task, announces: self.registry.delegate(for: task)?.announces ?? true)
     }
 
     // MARK: - Invalidation
@@ -637,7 +629,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The tasks a transport of SessionKit's drives: URLSession does not know them.
-                for task in registry.tasks where task is TransportDrivenTask {
+                for task in registry.tasks where task.asTransportDriven != nil {
                     task.cancel()
                 }
                 session.invalidateAndCancel()
@@ -681,6 +673,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         resumingFile: (url: URL, length: Int64)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
+        completesInPlace: Bool = false,
+        announces: Bool = true,
         completion: @escaping @Sendable (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
@@ -778,7 +772,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             responseSerializer: responseSerializer ?? settings.responseSerializer,
             completionQueue: settings.completionQueue ?? privateCompletionQueue,
             completionGroup: settings.completionGroup ?? privateCompletionGroup,
-            processingQueue: Self.processingQueue)
+            processingQueue: Self.processingQueue, completesInPlace: completesInPlace, announces: announces)
         var managerDestination: ((URLSessionTask, URL) -> URL?)?
         if (streamsBodyToFile || resumingFile != nil) && registry === self.registry {
             // A download the task delegate writes itself: no URLSession download callback asks the manager-wide

@@ -145,6 +145,22 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         return (data, validationError)
     }
 
+    /// The body, when this serializer (exactly this class, not a subclass) would return it for a response of
+    /// `statusCode` without reading anything else of the response: the status passes and no content type is checked
+    /// (none is required, or there is no body). Nil when ``responseObject(for:data:)`` must run on the whole response
+    /// (to fail, to check a content type, or because a subclass may decide otherwise).
+    ///
+    /// So that the transport's response head need not become an `HTTPURLResponse` (about 75k instructions in
+    /// FoundationNetworking) only to have its status read.
+    final func bodyPassingStatus(_ statusCode: Int, data: Data?) -> Data?? {
+        guard type(of: self) == HTTPResponseSerializer.self else { return nil }
+        let passes = settings.read { settings -> Bool in
+            (settings.acceptableContentTypes == nil || data?.isEmpty != false)
+                && settings.acceptableStatusCodes?.contains(statusCode) != false
+        }
+        return passes ? .some(data) : nil
+    }
+
     /// Validates the response and returns the body unchanged.
     ///
     /// - Throws: The validation error; when only the status failed, the body is in its `userInfo` under

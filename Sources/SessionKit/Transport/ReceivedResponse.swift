@@ -75,6 +75,28 @@ final class ReceivedResponse: @unchecked Sendable {
     /// ``urlResponse`` when it is an HTTP response.
     var httpResponse: HTTPURLResponse? { urlResponse as? HTTPURLResponse }
 
+    /// Whether this is an HTTP response, without building Foundation's object: a head read from the wire always is
+    /// (its status line was HTTP's).
+    var isHTTP: Bool {
+        switch source {
+        case .wire: return true
+        case .foundation(let response): return response is HTTPURLResponse
+        }
+    }
+
+    /// ``httpResponse``, or, should Foundation ever refuse to build one from a wire head, a response with its URL
+    /// and status alone: for an API whose type promises an `HTTPURLResponse` for an HTTP response.
+    var httpResponseOrMinimal: HTTPURLResponse {
+        if let response = httpResponse { return response }
+        let url: URL
+        switch source {
+        case .wire(let head): url = head.url
+        case .foundation(let response): url = response.url ?? URL(fileURLWithPath: "/")
+        }
+        // FoundationNetworking's failable initializer has no path that fails.
+        return HTTPURLResponse(url: url, statusCode: statusCode, httpVersion: nil, headerFields: nil)!
+    }
+
     /// The field lines as received, in order, a repeated field as several lines; nil when the response came as a
     /// Foundation object that does not keep them.
     var fieldLines: [(String, String)]? {
@@ -93,7 +115,7 @@ final class ReceivedResponse: @unchecked Sendable {
     /// The response of `task` as its transport holds it: the curl transport's unbuilt head, or the task's
     /// Foundation response.
     static func of(_ task: URLSessionTask) -> ReceivedResponse? {
-        if let task = task as? CurlTask { return task.driver.receivedResponse }
+        if let task = task.asCurlTask { return task.driver.receivedResponse }
         return task.response.map(ReceivedResponse.init)
     }
 

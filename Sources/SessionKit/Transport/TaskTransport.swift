@@ -46,6 +46,20 @@ protocol TransportDrivenTask: URLSessionTask {
     func transportResume()
     /// Suspends the task (a loading one holds its transfer); false when it was suspended already or has ended.
     func transportSuspend() -> Bool
+    /// Sets the client identity the task's connections present (mutual TLS), before it starts; nil for none.
+    func transportSetClientIdentity(_ identity: ClientIdentity?)
+}
+
+extension URLSessionTask {
+    /// This task as one its transport drives, found by its class (see ``asCurlTask``: no conformance lookup).
+    var asTransportDriven: TransportDrivenTask? {
+        if let task = asCurlTask { return task }
+        switch self {
+        case let task as SessionStreamTask: return task
+        case let task as SessionWebSocketTask: return task
+        default: return nil
+        }
+    }
 }
 
 /// What a task runs under, besides its request.

@@ -68,6 +68,107 @@ final class ReceivedResponseTests: LoopbackTestCase {
         XCTAssertTrue(received.isBuilt)
         XCTAssertTrue(task.response === built, "built once")
     }
+
+    // MARK: - Serializers that decide by the status alone
+
+    /// The closure verb's task, its serialized object, and whether its response was built before the caller asked.
+    private func closureGET(
+        _ path: String, serializer: HTTPResponseSerializer
+    ) async throws -> (task: URLSessionDataTask?, object: Any?, error: Error?, builtBeforeAsked: Bool) {
+        let manager = makeManager()
+        manager.responseSerializer = serializer
+        return try await awaitCallback { done in
+            manager.get(
+                path, parameters: nil, headers: nil, progress: nil,
+                success: { task, object in
+                    done((task, object, nil, (task as? CurlTask)?.driver.receivedResponse?.isBuilt ?? true))
+                },
+                failure: { task, error in
+                    done((task, nil, error, (task as? CurlTask)?.driver.receivedResponse?.isBuilt ?? true))
+                })
+        }
+    }
+
+    func testAStatusThatPassesBuildsNoHTTPURLResponseForTheDefaultSerializer() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl, "URLSession builds its own response; the curl transport defers it")
+        let result = try await closureGET("bytes/64", serializer: HTTPResponseSerializer())
+        XCTAssertNil(result.error)
+        XCTAssertEqual((result.object as? Data)?.count, 64, "the body, as the serializer returns it")
+        XCTAssertFalse(result.builtBeforeAsked, "the status alone decided: no HTTPURLResponse was built for it")
+        let response = try XCTUnwrap(result.task?.response as? HTTPURLResponse, "built when the caller asks")
+        XCTAssertEqual(response.statusCode, 200)
+    }
+
+    func testAFailedStatusStillCarriesTheBuiltResponseAndBody() async throws {
+        let result = try await closureGET("status/418", serializer: HTTPResponseSerializer())
+        let error = try XCTUnwrap(result.error as NSError?)
+        XCTAssertEqual(error.domain, SessionKitError.responseSerializationDomain)
+        XCTAssertEqual(error.code, URLError.badServerResponse.rawValue)
+        let response = try XCTUnwrap(error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)
+        XCTAssertEqual(response.statusCode, 418)
+    }
+
+    func testAContentTypeCheckAndASubclassStillReadTheWholeResponse() async throws {
+        let checking = HTTPResponseSerializer()
+        checking.acceptableContentTypes = ["text/plain"]
+        let refused = try await closureGET("bytes/8", serializer: checking)  // application/octet-stream
+        XCTAssertEqual((refused.error as NSError?)?.code, URLError.cannotDecodeContentData.rawValue)
+
+        let subclass = MarkingSerializer()
+        let marked = try await closureGET("bytes/8", serializer: subclass)
+        XCTAssertEqual(marked.object as? String, "subclass saw 200", "a subclass's responseObject(for:data:) runs")
+    }
+
+    func testTheAsyncVerbsResultBuildsItsResponseOnlyWhenRead() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl, "URLSession builds its own response; the curl transport defers it")
+        let manager = makeManager()
+        manager.responseSerializer = HTTPResponseSerializer()
+        let monitor = TaskCapturingMonitor()
+        manager.eventMonitors = [monitor]
+        let result = try await manager.get("response-headers", parameters: ["X-Seen": "yes"])
+        XCTAssertEqual(result.statusCode, 200)
+        let task = try XCTUnwrap(monitor.tasks.wrappedValue.last)
+        let received = try XCTUnwrap(ReceivedResponse.of(task))
+        XCTAssertFalse(received.isBuilt, "the status code is read without Foundation's response")
+        XCTAssertEqual(result.response.value(forHTTPHeaderField: "X-Seen"), "yes")
+        XCTAssertTrue(received.isBuilt)
+        XCTAssertTrue(result.response === task.response, "one object for the result and the task")
+    }
+
+    func testTheHTTPCoreAPIPostsNoTaskNotificationWhileTheTaskAPIDoes() async throws {
+        let manager = makeManager()
+        let port = server.port
+        let posted = LockedBox<[String]>([])
+        let announced = OnceBox<Void>()
+        let observers = [Notification.Name.sessionKitTaskDidResume, .sessionKitTaskDidComplete].map { name in
+            NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { note in
+                guard let task = note.object as? URLSessionTask, task.originalRequest?.url?.port == port else { return }
+                let path = task.originalRequest?.url?.path ?? ""
+                posted.write { $0.append("\(note.name.rawValue) \(path)") }
+                if note.name == .sessionKitTaskDidComplete, path == "/get" { announced.resolve(()) }
+            }
+        }
+        defer { observers.forEach(NotificationCenter.default.removeObserver) }
+        let request = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(port)", path: "/anything")
+        _ = try await manager.data(for: request)
+        // A task-API request afterwards: its notification comes on the same serial completion queue, after any the
+        // HTTP core API's request would have posted.
+        manager.resume(manager.dataTask(with: URLRequest(url: server.url("/get"))))
+        try await announced.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual(
+            posted.wrappedValue,
+            [Notification.Name.sessionKitTaskDidResume, .sessionKitTaskDidComplete].map { "\($0.rawValue) /get" },
+            "only the task a caller holds is announced")
+    }
+}
+
+/// A subclass that decides by itself: the manager must call its `responseObject(for:data:)`.
+private final class MarkingSerializer: HTTPResponseSerializer, @unchecked Sendable {
+    override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
+        "subclass saw \((response as? HTTPURLResponse)?.statusCode ?? 0)"
+    }
 }
 
 private final class TaskCapturingMonitor: EventMonitor, @unchecked Sendable {

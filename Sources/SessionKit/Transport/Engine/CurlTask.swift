@@ -17,7 +17,21 @@ protocol CurlTask: TransportDrivenTask {
     var driver: CurlTaskDriver { get }
 }
 
+extension URLSessionTask {
+    /// This task as one of the curl transport's, found by its class: a cast to the protocol looks the conformance up
+    /// along the class chain at every call (about 2k instructions on Linux), and a request asks several times.
+    var asCurlTask: CurlTask? {
+        switch self {
+        case let task as CurlDataTask: return task
+        case let task as CurlUploadTask: return task
+        case let task as CurlDownloadTask: return task
+        default: return nil
+        }
+    }
+}
+
 extension CurlTask {
     func transportResume() { driver.resume() }
     func transportSuspend() -> Bool { driver.suspend() }
+    func transportSetClientIdentity(_ identity: ClientIdentity?) { _ = driver.clientIdentity.set(identity) }
 }

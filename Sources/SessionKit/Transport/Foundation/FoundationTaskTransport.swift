@@ -37,10 +37,10 @@ struct FoundationTaskTransport: TaskTransport {
     ///
     /// Guarded against a crash of URLSession on Linux: a task resumed while it runs restarts its transfer (and then
     /// stops the process when both end), so resuming a running task does nothing.
-    static func resume(_ task: URLSessionTask) {
+    static func resume(_ task: URLSessionTask, announces: Bool = true) {
         guard task.state == .suspended else { return }
         task.resume()
-        NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task)
+        if announces { NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task) }
     }
 
     /// Suspends one of URLSession's own tasks that has not started, and posts `sessionKitTaskDidSuspend`; false for a
@@ -50,10 +50,10 @@ struct FoundationTaskTransport: TaskTransport {
     /// later, on URLSession's internal work queue; if a `resume()` lands before that stop has run, URLSession stops the
     /// process (`NativeProtocol.swift`). When the stop runs cannot be observed from outside, so a loading task is not
     /// suspended at all. A task that has not started yet can be suspended and resumed freely.
-    static func suspend(_ task: URLSessionTask) -> Bool {
+    static func suspend(_ task: URLSessionTask, announces: Bool = true) -> Bool {
         guard task.state == .suspended else { return false }
         task.suspend()
-        NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task)
+        if announces { NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task) }
         return true
     }
 

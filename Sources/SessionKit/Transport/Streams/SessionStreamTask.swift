@@ -121,4 +121,5 @@ public final class SessionStreamTask: URLSessionStreamTask, @unchecked Sendable 
 extension SessionStreamTask: TransportDrivenTask {
     func transportResume() { driver.resume() }
     func transportSuspend() -> Bool { driver.suspend() }
+    func transportSetClientIdentity(_ identity: ClientIdentity?) { _ = driver.clientIdentity.set(identity) }
 }

@@ -188,4 +188,7 @@ extension SessionWebSocketTask {
 extension SessionWebSocketTask: TransportDrivenTask {
     func transportResume() { driver.resume() }
     func transportSuspend() -> Bool { driver.suspend() }
+    func transportSetClientIdentity(_ identity: ClientIdentity?) {
+        _ = driver.stream.driver.clientIdentity.set(identity)
+    }
 }
