@@ -31,6 +31,11 @@ struct CompletionDelivery {
                 observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
         }
         let body = fileURL == nil ? data : nil
+        // What a serializer of SessionKit's own may read of a head not yet built into an `HTTPURLResponse`.
+        let serializer = delivery.responseSerializer as? HTTPResponseSerializer
+        let head = received.flatMap { received in
+            received.isBuilt ? nil : received.fieldLines.map { (status: received.statusCode, lines: $0) }
+        }
         var decided: (object: Any?, error: Error?)?
         if let finalError {
             decided = (nil, Self.swiftError(finalError))
@@ -38,11 +43,11 @@ struct CompletionDelivery {
             // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
             // response's Foundation object is then built only if the caller asks for it.
             decided = (nil, nil)
-        } else if let received, !received.isBuilt,
-            let passed = (delivery.responseSerializer as? HTTPResponseSerializer)?.bodyPassingStatus(
-                received.statusCode, data: body)
+        } else if let head, let serializer, type(of: serializer) == HTTPResponseSerializer.self,
+            let passed = serializer.objectWithoutResponse(
+                statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
         {
-            // The status alone decided: the head need not become an `HTTPURLResponse` for it.
+            // The head decided, and this serializer reads no body: no `HTTPURLResponse`, no processing-queue hop.
             decided = (passed, nil)
         }
         if let decided {
@@ -60,7 +65,14 @@ struct CompletionDelivery {
             var object: Any?
             var resultError: Error?
             do {
-                object = try delivery.responseSerializer.responseObject(for: received?.urlResponse, data: body)
+                if let head, let serializer,
+                    let passed = serializer.objectWithoutResponse(
+                        statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
+                {
+                    object = passed  // validated from the head (the JSON serializer's success): no `HTTPURLResponse`
+                } else {
+                    object = try delivery.responseSerializer.responseObject(for: received?.urlResponse, data: body)
+                }
             } catch {
                 resultError = error
                 // As AFNetworking: what the serializer still made of a body whose status failed goes to the

@@ -145,20 +145,31 @@ open class HTTPResponseSerializer: NSObject, URLResponseSerialization, NSSecureC
         return (data, validationError)
     }
 
-    /// The body, when this serializer (exactly this class, not a subclass) would return it for a response of
-    /// `statusCode` without reading anything else of the response: the status passes and no content type is checked
-    /// (none is required, or there is no body). Nil when ``responseObject(for:data:)`` must run on the whole response
-    /// (to fail, to check a content type, or because a subclass may decide otherwise).
+    /// What ``responseObject(for:data:)`` returns for an HTTP response of `statusCode` and `mimeType` (``MIMEType/
+    /// ofContentType(_:)``: nil when it could not be read without Foundation), when it can be known without the
+    /// response object: the serializer is exactly one of SessionKit's classes that decide so (this one, the JSON one;
+    /// a subclass may override `responseObject(for:data:)`), and the response passes validation. Nil when
+    /// `responseObject(for:data:)` must run on the whole response: to fail (its errors carry the response), to read a
+    /// content type that was not read, or for a subclass.
     ///
     /// So that the transport's response head need not become an `HTTPURLResponse` (about 75k instructions in
-    /// FoundationNetworking) only to have its status read.
-    final func bodyPassingStatus(_ statusCode: Int, data: Data?) -> Data?? {
-        guard type(of: self) == HTTPResponseSerializer.self else { return nil }
-        let passes = settings.read { settings -> Bool in
-            (settings.acceptableContentTypes == nil || data?.isEmpty != false)
-                && settings.acceptableStatusCodes?.contains(statusCode) != false
-        }
-        return passes ? .some(data) : nil
+    /// FoundationNetworking) only to have its status and content type read. Reads no body: cheap enough for the
+    /// delegate queue.
+    func objectWithoutResponse(statusCode: Int, mimeType: () -> String??, data: Data?) -> Any?? {
+        guard type(of: self) == HTTPResponseSerializer.self,
+            passesValidation(statusCode: statusCode, mimeType: mimeType, data: data)
+        else { return nil }
+        return .some(data)
+    }
+
+    /// Whether ``validate(response:data:)`` would pass a response of `statusCode` and `mimeType` (asked only when a
+    /// content type is checked; nil: not read, which then does not pass).
+    final func passesValidation(statusCode: Int, mimeType: () -> String??, data: Data?) -> Bool {
+        let (codes, types) = settings.read { ($0.acceptableStatusCodes, $0.acceptableContentTypes) }
+        if let codes, !codes.contains(statusCode) { return false }
+        guard let types, let data, !data.isEmpty else { return true }
+        guard case .some(.some(let mimeType)) = mimeType() else { return false }  // none (fails) or not read
+        return types.contains { $0.lowercased() == mimeType }
     }
 
     /// Validates the response and returns the body unchanged.

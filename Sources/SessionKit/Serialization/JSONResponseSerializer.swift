@@ -80,9 +80,7 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
         guard
             let (data, validationError) = try bodyToDecode(
                 for: response, data: data,
-                isEmpty: { body in
-                    body.isEmpty || body == Data([0x20]) || statusCode == 204
-                })
+                isEmpty: { body in Self.isEmpty(body, statusCode: statusCode) })
         else { return nil }
 
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
@@ -108,6 +106,29 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
         let result = removesNulls ? Self.removingNullValues(from: object) : object
         if let validationError { throw SessionKitError.carrying(result, in: validationError) }
         return result
+    }
+
+    /// The decoded body of a response that passes validation, read without Foundation's response object (exactly
+    /// this class); nil when ``responseObject(for:data:)`` must run: validation fails, the content type was not read,
+    /// or the body does not decode (its errors carry the response). Parses the body: for the processing queue.
+    override func objectWithoutResponse(statusCode: Int, mimeType: () -> String??, data: Data?) -> Any?? {
+        guard type(of: self) == JSONResponseSerializer.self,
+            passesValidation(statusCode: statusCode, mimeType: mimeType, data: data)
+        else { return nil }
+        guard let data, !Self.isEmpty(data, statusCode: statusCode) else { return .some(nil) }
+        let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
+        let depth = NestingLimit.depth(ofJSON: data)
+        guard depth <= NestingLimit.maximumDepth,
+            let object = try? NestingLimit.onLargeStack(
+                if: depth > NestingLimit.largeStackThreshold,
+                { () throws -> Any in try JSONSerialization.jsonObject(with: data, options: readingOptions) })
+        else { return nil }
+        return .some(removesNulls ? Self.removingNullValues(from: object) : object)
+    }
+
+    /// Which bodies count as empty: none, a single space (as AFNetworking), or any body of a 204.
+    private static func isEmpty(_ body: Data, statusCode: Int?) -> Bool {
+        body.isEmpty || body == Data([0x20]) || statusCode == 204
     }
 
     /// `object` with every `null` removed, through nested dictionaries and arrays: a dictionary loses the keys whose

@@ -25,6 +25,23 @@ enum MIMEType {
         return table
     }()
 
+    /// The MIME type FoundationNetworking's `HTTPURLResponse` gives a head of these field lines, lowercased, read
+    /// without building one: `.some(nil)` without a `Content-Type` field; nil (not read) when the field is repeated
+    /// or its media type is not a plain `type/subtype` of tokens, which Foundation's own parser then has to read.
+    static func ofContentType(_ lines: [(String, String)]) -> String?? {
+        var found: String?
+        for (name, value) in lines where name.equalsIgnoringASCIICase("Content-Type") {
+            guard found == nil else { return nil }  // Foundation joins repeated lines
+            found = value
+        }
+        guard let value = found else { return .some(nil) }
+        // Foundation keeps whitespace before a `;` in the MIME type: such a value is left to it.
+        let mediaType = value.prefix { $0 != ";" }
+        let parts = mediaType.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, parts.allSatisfy({ HTTPFieldValidation.isToken(String($0)) }) else { return nil }
+        return .some(mediaType.lowercased())
+    }
+
     /// The MIME type for a path extension such as `png`.
     static func forPathExtension(_ pathExtension: String) -> String {
         let key = pathExtension.lowercased()

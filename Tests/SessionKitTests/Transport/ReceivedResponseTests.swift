@@ -120,6 +120,52 @@ final class ReceivedResponseTests: LoopbackTestCase {
         XCTAssertEqual(marked.object as? String, "subclass saw 200", "a subclass's responseObject(for:data:) runs")
     }
 
+    func testTheJSONSerializerDecodesAPassingResponseWithoutBuildingIt() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl, "URLSession builds its own response; the curl transport defers it")
+        let result = try await closureGET("json", serializer: JSONResponseSerializer())
+        XCTAssertNil(result.error)
+        XCTAssertNotNil(result.object as? [String: Any], "the document, decoded")
+        XCTAssertFalse(result.builtBeforeAsked, "status and content type read from the head")
+    }
+
+    func testTheJSONSerializersFailuresStillCarryTheResponse() async throws {
+        let wrongType = try await closureGET("xml", serializer: JSONResponseSerializer())
+        let error = try XCTUnwrap(wrongType.error as NSError?)
+        XCTAssertEqual(error.code, URLError.cannotDecodeContentData.rawValue)
+        let response = try XCTUnwrap(error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)
+        XCTAssertEqual(response.mimeType, "application/xml")
+
+        let failedStatus = try await closureGET("status/500", serializer: JSONResponseSerializer())
+        let statusError = try XCTUnwrap(failedStatus.error as NSError?)
+        XCTAssertEqual(statusError.code, URLError.badServerResponse.rawValue)
+        XCTAssertEqual(
+            (statusError.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse)?.statusCode, 500)
+    }
+
+    func testTheMIMETypeReadFromTheLinesIsFoundations() throws {
+        let simple = [
+            "application/json", "application/json; charset=utf-8", "Application/JSON;charset=UTF-8",
+            "text/html;level=1", "application/vnd.api+json", "text/plain;", "image/svg+xml",
+        ]
+        for value in simple {
+            let read = MIMEType.ofContentType([("content-type", value)])
+            let foundation = try XCTUnwrap(head([("Content-Type", value)]).httpResponse).mimeType?.lowercased()
+            XCTAssertEqual(read, .some(foundation), value)
+        }
+        for value in [
+            "application/json, text/plain", "\"text\"/plain", "text", "/json", "a/b/c", "", "text /plain",
+            "text/html ; level=1",
+        ] {
+            XCTAssertEqual(MIMEType.ofContentType([("Content-Type", value)]), nil, "left to Foundation: \(value)")
+        }
+        XCTAssertEqual(MIMEType.ofContentType([]), .some(nil), "no field: no MIME type, as Foundation says")
+        XCTAssertNil(head([]).httpResponse?.mimeType)
+        XCTAssertEqual(
+            MIMEType.ofContentType([("Content-Type", "text/plain"), ("content-type", "text/html")]), nil,
+            "a repeated field is joined by Foundation: left to it")
+    }
+
     func testTheAsyncVerbsResultBuildsItsResponseOnlyWhenRead() async throws {
         try XCTSkipIf(
             LoopbackTestCase.testTransport != .curl, "URLSession builds its own response; the curl transport defers it")
