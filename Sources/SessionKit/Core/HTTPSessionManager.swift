@@ -28,7 +28,8 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     public private(set) var baseURL: URL?
 
     /// What a plain relative path is appended to, resolving it against ``baseURL``: the base's string when it ends
-    /// with `/` (with `/` added to an authority without a path), and has no query or fragment; nil otherwise. Foundation's resolution and `absoluteString` cost about 10k instructions a call.
+    /// with `/` (with `/` added to an authority without a path), and has no query or fragment; nil otherwise.
+    /// Foundation's resolution and `absoluteString` cost about 10k instructions a call.
     private let appendableBase: String?
 
     private let requestSerializerStorage = Protected<HTTPRequestSerializer>(HTTPRequestSerializer())
