@@ -83,29 +83,22 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
                 isEmpty: { body in Self.isEmpty(body, statusCode: statusCode) })
         else { return nil }
 
-        let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
-        // `JSONSerialization` parses by recursion: the depth is measured first, on the bytes, and a deep body within
-        // the limit is parsed on a thread with a large stack.
-        let depth = NestingLimit.depth(ofJSON: data)
-        guard depth <= NestingLimit.maximumDepth else {
+        let object: Any
+        switch decoded(data) {
+        case .success(let value):
+            object = value
+        case .failure(.tooDeep):
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, NestingLimit.reason("The response body is"),
                 response: response, data: data, underlying: validationError)
-        }
-        let object: Any
-        do {
-            object = try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
-                try JSONSerialization.jsonObject(with: data, options: readingOptions)
-            }
-        } catch {
+        case .failure(.invalid(let error)):
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData,
                 "The response body is not valid JSON.",
                 response: response, data: data, underlying: validationError ?? error)
         }
-        let result = removesNulls ? Self.removingNullValues(from: object) : object
-        if let validationError { throw SessionKitError.carrying(result, in: validationError) }
-        return result
+        if let validationError { throw SessionKitError.carrying(object, in: validationError) }
+        return object
     }
 
     /// The decoded body of a response that passes validation, read without Foundation's response object (exactly
@@ -116,14 +109,35 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
             passesValidation(statusCode: statusCode, mimeType: mimeType, data: data)
         else { return nil }
         guard let data, !Self.isEmpty(data, statusCode: statusCode) else { return .some(nil) }
+        guard case .success(let object) = decoded(data) else { return nil }
+        return .some(object)
+    }
+
+    /// Why a body did not decode.
+    private enum DecodingFailure: Error {
+        /// Nested deeper than ``HTTPResponseSerializer/maximumNestingDepth``.
+        case tooDeep
+        /// Not JSON: `JSONSerialization`'s error.
+        case invalid(Error)
+    }
+
+    /// `data` as JSON, with the reading options and `null`s removed when asked.
+    ///
+    /// `JSONSerialization` parses by recursion: the depth is measured first, on the bytes, and a deep body within the
+    /// limit is parsed on a thread with a large stack.
+    private func decoded(_ data: Data) -> Result<Any, DecodingFailure> {
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
         let depth = NestingLimit.depth(ofJSON: data)
-        guard depth <= NestingLimit.maximumDepth,
-            let object = try? NestingLimit.onLargeStack(
-                if: depth > NestingLimit.largeStackThreshold,
-                { () throws -> Any in try JSONSerialization.jsonObject(with: data, options: readingOptions) })
-        else { return nil }
-        return .some(removesNulls ? Self.removingNullValues(from: object) : object)
+        guard depth <= NestingLimit.maximumDepth else { return .failure(.tooDeep) }
+        let object: Any
+        do {
+            object = try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {
+                try JSONSerialization.jsonObject(with: data, options: readingOptions)
+            }
+        } catch {
+            return .failure(.invalid(error))
+        }
+        return .success(removesNulls ? Self.removingNullValues(from: object) : object)
     }
 
     /// Which bodies count as empty: none, a single space (as AFNetworking), or any body of a 204.
