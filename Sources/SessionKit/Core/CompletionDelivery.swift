@@ -31,10 +31,17 @@ struct CompletionDelivery {
                 observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
         }
         let body = fileURL == nil ? data : nil
-        // What a serializer of SessionKit's own may read of a head not yet built into an `HTTPURLResponse`.
+        // What a serializer of SessionKit's own makes of a head not yet built into an `HTTPURLResponse`; nil when it
+        // needs the whole response. The plain HTTP serializer reads no body for it, so it may decide here.
         let serializer = delivery.responseSerializer as? HTTPResponseSerializer
         let head = received.flatMap { received in
             received.isBuilt ? nil : received.fieldLines.map { (status: received.statusCode, lines: $0) }
+        }
+        let decidesWithoutBody = serializer.map { type(of: $0) == HTTPResponseSerializer.self } ?? false
+        let objectFromHead: @Sendable () -> Any?? = {
+            guard let head, let serializer else { return nil }
+            return serializer.objectWithoutResponse(
+                statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
         }
         var decided: (object: Any?, error: Error?)?
         if let finalError {
@@ -43,10 +50,7 @@ struct CompletionDelivery {
             // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
             // response's Foundation object is then built only if the caller asks for it.
             decided = (nil, nil)
-        } else if let head, let serializer, type(of: serializer) == HTTPResponseSerializer.self,
-            let passed = serializer.objectWithoutResponse(
-                statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
-        {
+        } else if decidesWithoutBody, let passed = objectFromHead() {
             // The head decided, and this serializer reads no body: no `HTTPURLResponse`, no processing-queue hop.
             decided = (passed, nil)
         }
@@ -65,10 +69,8 @@ struct CompletionDelivery {
             var object: Any?
             var resultError: Error?
             do {
-                if let head, let serializer,
-                    let passed = serializer.objectWithoutResponse(
-                        statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
-                {
+                // Asked once: the plain HTTP serializer's answer was nil already (on the delegate queue).
+                if !decidesWithoutBody, let passed = objectFromHead() {
                     object = passed  // validated from the head (the JSON serializer's success): no `HTTPURLResponse`
                 } else {
                     object = try delivery.responseSerializer.responseObject(for: received?.urlResponse, data: body)

@@ -174,7 +174,8 @@ extension URLSessionManager {
     /// Runs `request` through the pipeline with its body kept in memory (within the in-memory limit).
     private func buffered(_ request: URLRequest, bodyFile: URL?) async throws -> (Data, HTTPResponse) {
         let (outcome, _) = try await runPipeline(
-            request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), bodyFile: bodyFile)
+            request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), bodyFile: bodyFile,
+            announcesTasks: false)
         guard let response = outcome.received else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }

@@ -35,12 +35,16 @@ extension URLSessionManager {
 
     /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed body). Returns the
     /// successful attempt's outcome.
+    ///
+    /// - Parameter announcesTasks: Whether the attempts' tasks post AFNetworking's resume and completion
+    ///   notifications; false for the calls that hand out no task-shaped result (the HTTP core API, `bytes(for:)`).
     func runPipeline(
         _ request: URLRequest,
         interceptor extra: (any RequestInterceptor)?,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink? = nil,
         bodyFile: URL? = nil,
+        announcesTasks: Bool = true,
         created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
@@ -88,7 +92,8 @@ extension URLSessionManager {
                 sessionRequest.adapted(adapted)
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
-                    responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile)
+                    responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile,
+                    announces: announcesTasks)
                 sessionRequest.attemptEnded(response: outcome.received)
                 guard let error = outcome.error else {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
@@ -132,7 +137,8 @@ extension URLSessionManager {
         current: Protected<URLSessionTask?>,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink?,
-        bodyFile: URL?
+        bodyFile: URL?,
+        announces: Bool
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
             let task = makeTask(
@@ -140,8 +146,7 @@ extension URLSessionManager {
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
                 // The completion below runs no caller code: it resumes this Swift task where the outcome is ready.
-                // The HTTP core API's task is never handed to a caller: no notification names it.
-                completesInPlace: true, announces: !(responseSerializer is UnvalidatedResponseSerializer)
+                completesInPlace: true, announces: announces
             ) { outcome in
                 // A failure before the head leaves a stream's sink open, for a retry; the pipeline's caller ends it
                 // with the request's final error.

@@ -52,7 +52,8 @@ extension URLSessionManager {
             do {
                 return try await runPipeline(
                     request, interceptor: interceptor,
-                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink, bodyFile: bodyFile)
+                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink, bodyFile: bodyFile,
+                    announcesTasks: false)
             } catch {
                 sink.finish(error)  // an adapter's refusal ends the request before any task could
                 throw error
