@@ -17,19 +17,52 @@ struct CompletionDelivery {
     /// The caller's completion.
     let completion: @Sendable (TaskOutcome) -> Void
 
+    /// What the response serializer made of a response: its object and its error.
+    typealias Serialized = (object: Any?, error: Error?)
+
     /// Delivers the outcome of `task`: its in-memory body `data`, the file a download was moved to, and the error
-    /// it ended with (nil for success). Called on the delegate queue.
+    /// it ended with (nil for success). Called on the delegate queue. `serialized` is the serializer's result when it
+    /// was made already, for the retriers (a task of a manager with an interceptor): it is not made twice.
     ///
     /// The serializer runs on the processing queue when it has to read the body; a result that needs no reading (an
     /// error, a serializer that reads nothing, a status that alone decides) is made here, without that hop. A caller's
     /// completion runs on the completion queue, in the completion group; a pipeline's (``TaskDelegate/Delivery``'s
     /// `completesInPlace`: it only resumes the awaiting Swift task) runs where the outcome is ready.
-    func deliver(task: URLSessionTask, data: Data, fileURL: URL?, error finalError: NSError?) {
+    /// `chosenError` is the error a retrier chose to end the task with (``RetryDecision/doNotRetryWithError(_:)``),
+    /// which the caller gets as it is.
+    func deliver(
+        task: URLSessionTask, data: Data, fileURL: URL?, error finalError: NSError?, serialized: Serialized? = nil,
+        chosenError: Error? = nil
+    ) {
         let received = ReceivedResponse.of(task)
         if let observation {
             observation.monitor.request(
-                observation.request, didCompleteTask: task, error: finalError.map(Self.swiftError))
+                observation.request, didCompleteTask: task, error: chosenError ?? finalError.map(Self.swiftError))
         }
+        if let chosenError {
+            return complete(
+                task: task, received: received, data: data, object: nil, fileURL: fileURL, error: chosenError)
+        }
+        let observation = self.observation
+        let finish: @Sendable (Serialized) -> Void = { [self] result in
+            if finalError == nil, let observation {
+                observation.monitor.request(observation.request, didSerialize: result.object, error: result.error)
+            }
+            complete(
+                task: task, received: received, data: data, object: result.object, fileURL: fileURL,
+                error: result.error)
+        }
+        if let serialized, finalError == nil { return finish(serialized) }
+        serialize(received: received, data: data, fileURL: fileURL, error: finalError, then: finish)
+    }
+
+    /// What the response serializer makes of `received` and its body: made here when no body has to be read (an
+    /// error, a serializer that reads nothing, a status that alone decides), else on the processing queue, where
+    /// `then` then runs.
+    func serialize(
+        received: ReceivedResponse?, data: Data, fileURL: URL?, error finalError: NSError?,
+        then: @escaping @Sendable (Serialized) -> Void
+    ) {
         let body = fileURL == nil ? data : nil
         // What a serializer of SessionKit's own makes of a head not yet built into an `HTTPURLResponse`; nil when it
         // needs the whole response. The plain HTTP serializer reads no body for it, so it may decide here.
@@ -43,29 +76,18 @@ struct CompletionDelivery {
             return serializer.objectWithoutResponse(
                 statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
         }
-        var decided: (object: Any?, error: Error?)?
         if let finalError {
-            decided = (nil, Self.swiftError(finalError))
+            return then((nil, Self.swiftError(finalError)))
         } else if delivery.responseSerializer is UnvalidatedResponseSerializer {
             // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
             // response's Foundation object is then built only if the caller asks for it.
-            decided = (nil, nil)
+            return then((nil, nil))
         } else if decidesWithoutBody, let passed = objectFromHead() {
             // The head decided, and this serializer reads no body: no `HTTPURLResponse`, no processing-queue hop.
-            decided = (passed, nil)
+            return then((passed, nil))
         }
-        if let decided {
-            if finalError == nil, let observation {
-                observation.monitor.request(observation.request, didSerialize: decided.object, error: decided.error)
-            }
-            complete(
-                task: task, received: received, data: data, object: decided.object, fileURL: fileURL,
-                error: decided.error)
-            return
-        }
-        let delivery = self.delivery
-        let observation = self.observation
-        delivery.processingQueue.async { [self] in
+        let serializerToRun = delivery.responseSerializer
+        delivery.processingQueue.async {
             var object: Any?
             var resultError: Error?
             do {
@@ -73,7 +95,7 @@ struct CompletionDelivery {
                 if !decidesWithoutBody, let passed = objectFromHead() {
                     object = passed  // validated from the head (the JSON serializer's success): no `HTTPURLResponse`
                 } else {
-                    object = try delivery.responseSerializer.responseObject(for: received?.urlResponse, data: body)
+                    object = try serializerToRun.responseObject(for: received?.urlResponse, data: body)
                 }
             } catch {
                 resultError = error
@@ -81,10 +103,7 @@ struct CompletionDelivery {
                 // completion handler and the notification, next to the error.
                 object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
             }
-            if let observation {
-                observation.monitor.request(observation.request, didSerialize: object, error: resultError)
-            }
-            complete(task: task, received: received, data: data, object: object, fileURL: fileURL, error: resultError)
+            then((object, resultError))
         }
     }
 

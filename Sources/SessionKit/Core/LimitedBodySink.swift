@@ -58,6 +58,15 @@ final class LimitedBodySink: BodySink {
         return exceeded
     }
 
+    /// Whether a chunk went past the limit (the task is being cancelled for it).
+    var hasRefused: Bool { state.read { $0.exceeded != nil } }
+
+    /// Starts the body over, for another attempt of the task: what was kept is dropped and the count restarts.
+    func restart() {
+        _ = inner.takeBody()
+        state.write { ($0.taken, $0.exceeded) = (0, nil) }
+    }
+
     func takeBody() -> Data {
         let body = inner.takeBody()
         return state.read({ $0.exceeded }) == nil ? body : Data()

@@ -363,4 +363,20 @@ extension SessionDelegateHub: TaskEventSink {
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {
         urlSession(session, task: task, didCompleteWithError: error)
     }
+
+    func task(
+        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        then: @escaping @Sendable (Result<URLRequest, Error>) -> Void
+    ) {
+        guard let delegate = registry.delegate(for: task) else { return then(.success(request)) }
+        delegate.adapt(request, then: then)
+    }
+
+    func task(
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        then: @escaping @Sendable (AttemptVerdict) -> Void
+    ) {
+        guard let delegate = registry.delegate(for: task) else { return then(.complete) }
+        delegate.attemptEnded(error: error, then: then)
+    }
 }

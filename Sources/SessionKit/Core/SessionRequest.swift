@@ -97,6 +97,11 @@ public final class SessionRequest: Sendable {
         }
     }
 
+    /// The adapted request of an attempt starts, on the task that carries every attempt (the task API's).
+    func attemptStarted() {
+        _ = state.write { $0.lifecycle.taskStarted() }
+    }
+
     func attemptEnded(response: ReceivedResponse?) {
         guard let response, response.statusCode != 0 else { return }
         state.write { $0.response = response }

@@ -38,6 +38,17 @@ final class TaskDelegate: @unchecked Sendable {
         let monitor: CompositeEventMonitor
     }
 
+    /// The manager's adapters and retriers around each attempt of a task the caller holds (the task API and the
+    /// closure verbs, on the curl transport): the task's ``Observation`` is the request they see.
+    struct Interception {
+        let interceptor: any RequestInterceptor
+        /// Whether a failed attempt may be sent again: a data task whose body can go twice (not a download, whose
+        /// file this delegate writes, nor a file or streamed upload, whose stream is read once).
+        let retries: Bool
+        /// Where the transport gets its answers (the manager's delegate queue).
+        let delegateQueue: DispatchQueue
+    }
+
     let task: URLSessionTask
     /// The progress of sending the request body.
     var uploadProgress: Progress { progress.upload }
@@ -59,6 +70,12 @@ final class TaskDelegate: @unchecked Sendable {
     let telemetry: TaskTelemetry?
 
     private let lifecycle = Protected(TaskLifecycle())
+    /// The manager's adapters and retriers, for a task the caller holds; nil otherwise.
+    private let interception: Interception?
+    /// What the last attempt ended with when the retriers let it stand (delegate queue): its body and what the
+    /// serializer made of it, so that the completion does not serialize it again; or the error a retrier chose.
+    private var settled: (body: Data, serialized: CompletionDelivery.Serialized)?
+    private var retrierError: Error?
     /// Where a streamed body goes, which also takes the response trailers; nil for other bodies.
     private let trailerSink: DataStreamSink?
 
@@ -81,6 +98,7 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - onConsumed:  Told how many body bytes were handled (back-pressure).
     ///   - streamSink:  Where a streamed body goes instead of memory.
     ///   - observation: The pipeline request this task is an attempt of, and its monitor.
+    ///   - interception: The manager's adapters and retriers, for a task the caller holds (with its `observation`).
     ///   - control:     Resumes or suspends the task on behalf of its `Progress`, with notifications.
     ///   - telemetry:   The task's spans and metrics, ended by the delegate hub.
     ///   - completion:  Called once, on the completion queue.
@@ -99,6 +117,7 @@ final class TaskDelegate: @unchecked Sendable {
         onConsumed: ((Int) -> Void)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: Observation? = nil,
+        interception: Interception? = nil,
         bodyLimits: ResponseBodyLimits = .default,
         control: TaskControl,
         telemetry: TaskTelemetry? = nil,
@@ -107,6 +126,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.task = task
         self.telemetry = telemetry
         self.observation = observation
+        self.interception = observation == nil ? nil : interception
         self.destination = DownloadDestination(destination: destination)
         self.bodyStream = Protected(bodyStream)
         self.forcedError = forcedError
@@ -165,6 +185,95 @@ final class TaskDelegate: @unchecked Sendable {
     func willRedirect(_ response: HTTPURLResponse, to request: URLRequest) {
         guard let observation else { return }
         observation.monitor.request(observation.request, willRedirectWith: response, to: request)
+    }
+
+    // MARK: - Adapters and retriers (a task the caller holds, on the curl transport)
+
+    /// The request the manager's adapters make of `request` for the next attempt, or the error that ends the task;
+    /// `then` runs on the delegate queue.
+    func adapt(_ request: URLRequest, then: @escaping @Sendable (Result<URLRequest, Error>) -> Void) {
+        guard let interception, let observation else { return then(.success(request)) }
+        let (sessionRequest, monitor) = (observation.request, observation.monitor)
+        Task {
+            let result: Result<URLRequest, Error>
+            do {
+                let adapted = try await interception.interceptor.adapt(request, for: sessionRequest)
+                sessionRequest.adapted(adapted)
+                sessionRequest.attemptStarted()
+                monitor.request(sessionRequest, didAdapt: request, to: adapted)
+                result = .success(adapted)
+            } catch {
+                monitor.request(sessionRequest, didFailToAdapt: request, withError: error)
+                result = .failure(error)
+            }
+            interception.delegateQueue.async { then(result) }
+        }
+    }
+
+    /// An attempt ended with `error` (nil: with its response): the serializer judges the response, and when either
+    /// failed the retriers decide whether the task sends its request again. `then` runs on the delegate queue.
+    func attemptEnded(error: Error?, then: @escaping @Sendable (AttemptVerdict) -> Void) {
+        guard let interception, interception.retries, let observation, lifecycle.read({ $0.acceptsData }),
+            !sink.hasRefused
+        else {
+            return then(.complete)
+        }
+        dispatchPrecondition(condition: .onQueue(interception.delegateQueue))
+        let received = ReceivedResponse.of(task)
+        let body = sink.takeBody()
+        completionDelivery.serialize(
+            received: received, data: body, fileURL: nil, error: error.map { $0 as NSError }
+        ) { [self] result in
+            // The serializer's object goes to the completion unchanged, as the completion's own serialization does.
+            nonisolated(unsafe) let serialized = result
+            guard let failure = error ?? serialized.error else {
+                return interception.delegateQueue.async { [self] in
+                    settled = (body, serialized)
+                    then(.complete)
+                }
+            }
+            let sessionRequest = observation.request
+            sessionRequest.attemptEnded(response: received)
+            let interceptor = interception.interceptor
+            let decided: @Sendable (RetryDecision) -> Void = { [self] decision in
+                interception.delegateQueue.async { [self] in
+                    conclude(decision, failure: failure, settling: error == nil ? (body, serialized) : nil, then: then)
+                }
+            }
+            Task {
+                decided(
+                    sessionRequest.isCancelled ? .doNotRetry : await interceptor.retry(sessionRequest, dueTo: failure))
+            }
+        }
+    }
+
+    /// Carries out a retrier's `decision` on the attempt that failed with `failure` (delegate queue). `settling` is
+    /// the attempt's body and serialization when the transfer itself succeeded: the completion's, if it stands.
+    private func conclude(
+        _ decision: RetryDecision, failure: Error, settling: (body: Data, serialized: CompletionDelivery.Serialized)?,
+        then: @Sendable (AttemptVerdict) -> Void
+    ) {
+        guard let observation else { return then(.complete) }
+        let sessionRequest = observation.request
+        let delay: TimeInterval
+        switch decision {
+        case .retry: delay = 0
+        case .retryAfter(let seconds): delay = max(0, seconds)
+        case .doNotRetry: delay = -1
+        case .doNotRetryWithError(let other): (delay, retrierError) = (-1, other)
+        }
+        // Not after the task ended meanwhile (a `cancel()` completes it at once).
+        guard delay >= 0, lifecycle.read({ $0.acceptsData }), sessionRequest.willRetry(after: delay),
+            sessionRequest.beginAttempt()
+        else {
+            settled = settling
+            return then(.complete)
+        }
+        observation.monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: failure)
+        // The next attempt's body and progress start from nothing.
+        sink.restart()
+        progress.restartDownload()
+        then(.retry(after: delay))
     }
 
     // MARK: - Events from the hub (delegate queue)
@@ -278,9 +387,13 @@ final class TaskDelegate: @unchecked Sendable {
         let action = lifecycle.write {
             $0.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
         }
-        let data = sink.takeBody()
+        var data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }
-        if finalError == nil { progress.didSucceed() }
-        completionDelivery.deliver(task: task, data: data, fileURL: fileURL, error: finalError)
+        let settled = finalError == nil ? self.settled : nil
+        if let settled { data = settled.body }
+        if finalError == nil && retrierError == nil { progress.didSucceed() }
+        completionDelivery.deliver(
+            task: task, data: data, fileURL: fileURL, error: finalError, serialized: settled?.serialized,
+            chosenError: retrierError)
     }
 }

@@ -88,6 +88,11 @@ final class TaskProgress: Sendable {
         }
     }
 
+    /// Another attempt of the task starts: its body is counted from nothing.
+    func restartDownload() {
+        state.write { $0.download.set(total: -1, completed: 0) }
+    }
+
     /// `count` body bytes arrived and were stored.
     func didReceiveBody(count: Int) {
         state.write { state in

@@ -245,8 +245,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     /// Adapts and retries every request of the pipeline (``perform(_:interceptor:responseSerializer:onCreate:)``,
-    /// the async verbs of ``HTTPSessionManager``), before a call's own interceptor. Default nil. Not archived or
-    /// copied.
+    /// the async verbs of ``HTTPSessionManager``, the HTTP core API), before a call's own interceptor; on the curl
+    /// transport also the tasks of the task API and the closure verbs, whose one task then carries every attempt (a
+    /// download and a file or streamed upload are adapted, not retried). Default nil. Not archived or copied.
     public var interceptor: (any RequestInterceptor)? {
         get { settings.read { $0.interceptor } }
         set { settings.write { $0.interceptor = newValue } }
@@ -679,12 +680,20 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
+        let (transport, policy, tlsVersions, limits, identity, managerInterceptor) = settings.read {
+            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits, $0.clientIdentity, $0.interceptor)
+        }
         // A task made outside the request pipeline (the task API, the closure verbs) is one request of its own to the
-        // event monitors, so that they see every request whatever API made it.
+        // event monitors and to the manager's adapters and retriers (which the curl transport runs around each of
+        // its attempts), so that they see every request whatever API made it.
         var observation = observation
         var completion = completion
         var implicitObservation: TaskDelegate.Observation?
-        if observation == nil, let request = source.request, case let monitors = eventMonitors, !monitors.isEmpty {
+        let taskTransport = taskTransports[transport]
+        let interceptor = observation == nil && taskTransport.interceptsTasks ? managerInterceptor : nil
+        if observation == nil, let request = source.request, case let monitors = eventMonitors,
+            !monitors.isEmpty || interceptor != nil
+        {
             let implicit = TaskDelegate.Observation(
                 request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors))
             _ = implicit.request.beginAttempt()
@@ -700,11 +709,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 caller(outcome)
             }
         }
-        let (transport, policy, tlsVersions, limits, identity) = settings.read {
-            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits, $0.clientIdentity)
+        let interception = interceptor.map { interceptor in
+            TaskDelegate.Interception(
+                interceptor: interceptor, retries: Self.mayRetry(source), delegateQueue: delegateDispatchQueue)
         }
         let connection = connectionOptions
-        let taskTransport = taskTransports[transport]
         if let request = source.request,
             let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
@@ -737,7 +746,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             let options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
                 decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
-                connectionEvents: observability?.metrics, connection: connection, clientIdentity: identity)
+                connectionEvents: observability?.metrics, connection: connection, clientIdentity: identity,
+                intercepted: interception != nil)
             return taskTransport.makeTask(
                 for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }
@@ -790,7 +800,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
             resumingFile: resumingFile,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
-            streamSink: streamSink, observation: observation, bodyLimits: limits,
+            streamSink: streamSink, observation: observation, interception: interception, bodyLimits: limits,
             control: control, telemetry: made == nil ? nil : taskTelemetry, completion: completion)
         if let flowControl { streamSink?.onConsumed = { flowControl.consumed($0) } }
         streamSink?.cancelTask = { [weak task] in task?.cancel() }
@@ -811,6 +821,16 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     private func makeSession() -> URLSession {
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
         return URLSession(configuration: configuration, delegate: eventSink, delegateQueue: operationQueue)
+    }
+
+    /// Whether a task for `source` may send its request again for a retrier: a data task whose body is bytes (a
+    /// download's file and a streamed or file body are read once; the pipeline's calls retry those with a new task).
+    private static func mayRetry(_ source: TaskSource) -> Bool {
+        switch source {
+        case .data(let request): return request.httpBodyStream == nil
+        case .uploadData: return true
+        default: return false
+        }
     }
 
     private static func bodyStream(of source: TaskSource) -> InputStream? {

@@ -75,9 +75,45 @@ protocol TaskEventSink: AnyObject, Sendable {
 
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
+
+    /// A task of a manager with an interceptor is about to send an attempt: `then` gets the request its adapters
+    /// made of `request`, or the error that ends the task (called once, on the delegate queue).
+    func task(
+        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        then: @escaping @Sendable (Result<URLRequest, Error>) -> Void)
+
+    /// An attempt of such a task ended, with `error` or with its response: `then` gets whether the task completes
+    /// now or is sent again (called once, on the delegate queue).
+    func task(
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        then: @escaping @Sendable (AttemptVerdict) -> Void)
+}
+
+/// What the manager decides when an attempt of a task with adapters and retriers ended.
+enum AttemptVerdict: Equatable {
+    /// The task completes with this attempt's outcome.
+    case complete
+    /// The task sends its request again (adapted again) after this many seconds.
+    case retry(after: TimeInterval)
 }
 
 extension TaskEventSink {
     /// A sink without request monitors (a WebSocket's stream) has no one to tell.
     func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {}
+
+    /// A sink without adapters sends the request as it is.
+    func task(
+        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        then: @escaping @Sendable (Result<URLRequest, Error>) -> Void
+    ) {
+        then(.success(request))
+    }
+
+    /// A sink without retriers completes every task at its first attempt's end.
+    func task(
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        then: @escaping @Sendable (AttemptVerdict) -> Void
+    ) {
+        then(.complete)
+    }
 }

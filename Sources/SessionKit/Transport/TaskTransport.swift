@@ -23,6 +23,10 @@ protocol TaskTransport: Sendable {
     /// Whether the manager must enforce the configuration's `timeoutIntervalForResource` itself.
     var needsResourceDeadlines: Bool { get }
 
+    /// Whether a task can run the manager's adapters before each attempt and its retriers after
+    /// (``TransportTaskOptions/intercepted``): the transport starts and restarts its own tasks.
+    var interceptsTasks: Bool { get }
+
     /// The task for `source` (never a refusal), not resumed; nil when it cannot be made.
     ///
     /// - Parameters:
@@ -76,6 +80,9 @@ struct TransportTaskOptions: Sendable {
     var connection = ConnectionOptions()
     /// The client certificate its connections present (mutual TLS).
     var clientIdentity: ClientIdentity?
+    /// Whether the manager's adapters and retriers run around each attempt of the task (the curl transport's tasks
+    /// of the task API and the closure verbs, when the manager has an interceptor; the Foundation transport cannot).
+    var intercepted = false
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.

@@ -38,6 +38,9 @@ final class RequestMachineTests: XCTestCase {
         case .finished: return "finished"
         case .failed: return "failed"
         case .cancelled: return "cancelled"
+        case .adapting(let paused): return "adapting\(paused ? " paused" : "")"
+        case .concluding(let paused): return "concluding\(paused ? " paused" : "")"
+        case .waitingToRetry(let paused): return "waitingToRetry\(paused ? " paused" : "")"
         }
     }
 
@@ -258,5 +261,136 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.cancel(), .stopAndCompleteCancelled, "a challenge answered by cancelling")
         XCTAssertEqual(machine.nextAttempt(), .none, "nothing starts after a cancel")
         XCTAssertEqual(describe(machine), "cancelled")
+    }
+
+    // MARK: - Adapters and retriers (an intercepted request)
+
+    func testAnInterceptedRequestIsAdaptedBeforeItsFirstTransfer() {
+        var machine = RequestMachine(intercepted: true)
+        XCTAssertEqual(machine.suspend(), .countedSuspension)
+        XCTAssertEqual(machine.resume(), .countedResume)
+        XCTAssertEqual(machine.resume(), .adaptRequest, "the first start asks the adapters, not the engine")
+        XCTAssertEqual(describe(machine), "adapting")
+        XCTAssertEqual(machine.taskState, .running)
+        XCTAssertEqual(machine.headArrived(received(200)), .ignore, "no transfer runs while adapting")
+        XCTAssertEqual(machine.bodyArrived(Data("x".utf8)), .drop)
+        guard case .none = machine.transferEnded(failed: false) else { return XCTFail("no transfer ran") }
+        XCTAssertEqual(machine.adapted(), .startTransfer)
+        XCTAssertEqual(describe(machine), "running(connecting)")
+        XCTAssertEqual(machine.adapted(), .none, "adapted once per attempt")
+    }
+
+    func testARequestWithoutInterceptorNeverAdaptsNorConcludes() {
+        var machine = running()
+        XCTAssertEqual(machine.adapted(), .none)
+        XCTAssertEqual(machine.headArrived(received(503)), .deliver)
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("a response ends it") }
+        XCTAssertFalse(machine.attemptEnded(), "no retriers to ask: it completes at once")
+        XCTAssertEqual(describe(machine), "running(receiving)")
+        XCTAssertFalse(machine.willRetry())
+        XCTAssertTrue(machine.complete(failed: false))
+    }
+
+    func testAnEndedAttemptIsConcludedThenRetriedAsANewStart() {
+        var machine = RequestMachine(intercepted: true)
+        _ = machine.resume()
+        _ = machine.adapted()
+        let start = Date(timeIntervalSince1970: 1000)
+        guard case .start = machine.planAttempt(of: url, resourceTimeout: 60, now: start) else { return XCTFail() }
+        XCTAssertEqual(machine.challengeRound(proxy: false), 0)
+        XCTAssertEqual(machine.headArrived(received(503)), .deliver)
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("a response ends it") }
+        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertEqual(describe(machine), "concluding")
+        XCTAssertEqual(machine.taskState, .running, "the task has not completed while its retriers decide")
+        XCTAssertFalse(machine.isTerminal)
+        XCTAssertFalse(machine.attemptEnded(), "one conclusion per attempt")
+        XCTAssertEqual(machine.headArrived(received(200)), .ignore)
+        XCTAssertTrue(machine.willRetry())
+        XCTAssertEqual(describe(machine), "waitingToRetry")
+        XCTAssertFalse(machine.willRetry())
+        XCTAssertEqual(machine.adapted(), .none, "not adapting while it waits")
+        XCTAssertEqual(machine.retryNow(), .adaptRequest)
+        XCTAssertEqual(describe(machine), "adapting")
+        XCTAssertEqual(machine.retryNow(), .none)
+        XCTAssertEqual(machine.adapted(), .startTransfer)
+        XCTAssertEqual(machine.challengeRound(proxy: false), 0, "a retry starts the challenge rounds over")
+        guard case .start(_, let remaining) = machine.planAttempt(of: url, resourceTimeout: 60, now: start + 20)
+        else { return XCTFail() }
+        XCTAssertEqual(remaining, 40, "the resource deadline is the task's: a retry does not restart it")
+        XCTAssertEqual(machine.headArrived(received(200)), .deliver)
+        guard case .finish = machine.transferEnded(failed: false) else { return XCTFail() }
+        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertTrue(machine.complete(failed: false))
+        XCTAssertEqual(describe(machine), "finished")
+        XCTAssertFalse(machine.attemptEnded(), "an ended request has no attempt to conclude")
+    }
+
+    func testAFailedAdaptationOrConclusionCompletesTheRequest() {
+        var adapting = RequestMachine(intercepted: true)
+        _ = adapting.resume()
+        XCTAssertTrue(adapting.complete(failed: true), "an adapter's error ends the request")
+        XCTAssertEqual(describe(adapting), "failed")
+        XCTAssertEqual(adapting.adapted(), .none, "a late adaptation starts nothing")
+
+        var concluding = RequestMachine(intercepted: true)
+        _ = concluding.resume()
+        _ = concluding.adapted()
+        guard case .fail = concluding.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertTrue(concluding.attemptEnded())
+        XCTAssertTrue(concluding.complete(failed: true), "the retriers let the failure stand")
+        XCTAssertEqual(describe(concluding), "failed")
+        XCTAssertFalse(concluding.willRetry(), "a late verdict changes nothing")
+    }
+
+    func testCancelWhileAdaptingConcludingOrWaitingStartsNothing() {
+        var adapting = RequestMachine(intercepted: true)
+        _ = adapting.resume()
+        XCTAssertEqual(adapting.cancel(), .stopAndCompleteCancelled)
+        XCTAssertEqual(adapting.adapted(), .none)
+        XCTAssertEqual(describe(adapting), "cancelled")
+
+        var concluding = RequestMachine(intercepted: true)
+        _ = concluding.resume()
+        _ = concluding.adapted()
+        guard case .fail = concluding.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertTrue(concluding.attemptEnded())
+        XCTAssertEqual(concluding.cancel(), .stopAndCompleteCancelled)
+        XCTAssertFalse(concluding.willRetry(), "the retriers' late verdict is dropped")
+        XCTAssertFalse(concluding.complete(failed: true), "the cancellation was the completion")
+
+        var waiting = RequestMachine(intercepted: true)
+        _ = waiting.resume()
+        _ = waiting.adapted()
+        guard case .fail = waiting.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertTrue(waiting.attemptEnded())
+        XCTAssertTrue(waiting.willRetry())
+        XCTAssertEqual(waiting.cancel(), .stopAndCompleteCancelled)
+        XCTAssertEqual(waiting.retryNow(), .none, "the delay's end starts nothing")
+        XCTAssertEqual(describe(waiting), "cancelled")
+    }
+
+    func testSuspendedBetweenAttemptsTheNextOneStartsPaused() {
+        var machine = RequestMachine(intercepted: true)
+        _ = machine.resume()
+        XCTAssertEqual(machine.suspend(), .pauseTransfer)
+        XCTAssertEqual(describe(machine), "adapting paused")
+        XCTAssertEqual(machine.taskState, .suspended)
+        XCTAssertEqual(machine.suspend(), .none, "paused already")
+        XCTAssertEqual(machine.adapted(), .startTransfer)
+        XCTAssertEqual(describe(machine), "running(connecting paused)", "the caller's pause carries into the transfer")
+        guard case .fail = machine.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertEqual(describe(machine), "concluding paused")
+        XCTAssertTrue(machine.willRetry())
+        XCTAssertEqual(describe(machine), "waitingToRetry paused")
+        XCTAssertEqual(machine.resume(), .resumeTransfer)
+        XCTAssertEqual(describe(machine), "waitingToRetry")
+        XCTAssertEqual(machine.suspend(), .pauseTransfer)
+        XCTAssertEqual(machine.retryNow(), .adaptRequest)
+        XCTAssertEqual(describe(machine), "adapting paused")
+        XCTAssertEqual(machine.resume(), .resumeTransfer)
+        XCTAssertEqual(machine.adapted(), .startTransfer)
+        XCTAssertEqual(describe(machine), "running(connecting)")
     }
 }

@@ -38,6 +38,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         var connection = ConnectionOptions()
         /// The client certificate the task's connections present (mutual TLS), unless the task sets its own.
         var clientIdentity: ClientIdentity? = nil
+        /// Whether the manager's adapters prepare each attempt and its retriers conclude it (the sink's
+        /// `adapt` and `attemptEndedWith` calls): the task then carries every attempt of its request.
+        var intercepted = false
     }
 
     /// What a transfer reported, queued on the engine thread and handled on the delegate queue.
@@ -91,7 +94,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.originalRequest = request
         self.environment = environment
         self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
-        self.observed = Protected(Observed(currentRequest: request, bytesExpectedToSend: expectedToSend))
+        self.observed = Protected(
+            Observed(
+                machine: RequestMachine(intercepted: environment.intercepted), currentRequest: request,
+                bytesExpectedToSend: expectedToSend))
         cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
         // The box, not the driver: the transfer may outlive the task, and a weak reference costs at every callback.
         flowControl = FlowControl(callerHolds: { [observed] in observed.read { $0.machine.isPaused } })
@@ -127,6 +133,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         case .startTransfer:
             notify(resumed: true)
             start(prepared(originalRequest), onDelegateQueue: false)
+        case .adaptRequest:
+            notify(resumed: true)
+            adaptThenStart()
         case .resumeTransfer:
             flowControl.callerReleased()
             notify(resumed: true)
@@ -177,6 +186,46 @@ final class CurlTaskDriver: @unchecked Sendable {
     private func notify(resumed: Bool) {
         guard let task else { return }
         environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: resumed)
+    }
+
+    // MARK: - Adapters and retriers (an intercepted task)
+
+    /// Asks the manager's adapters for this attempt's request (made from the task's original request each time),
+    /// then starts its transfer; an adapter's error ends the task at once (it is not an attempt a retrier judges).
+    private func adaptThenStart() {
+        guard let task else { return }
+        environment.sink.task(task, in: environment.session, adapt: originalRequest) { [self] result in
+            switch result {
+            case .success(let request):
+                guard observed.write({ $0.machine.adapted() }) == .startTransfer else { return }
+                start(prepared(request), onDelegateQueue: true)
+            case .failure(let error):
+                complete(error)
+            }
+        }
+    }
+
+    /// The manager's verdict on the attempt that ended with `error` (nil: with its response).
+    private func conclude(_ verdict: AttemptVerdict, error: Error?) {
+        guard case .retry(let delay) = verdict else { return complete(error) }
+        let waits = observed.write { observed -> Bool in
+            guard observed.machine.willRetry() else { return false }  // cancelled meanwhile
+            // The next attempt's response and counts are its own.
+            observed.response = nil
+            (observed.bytesSent, observed.bytesReceived, observed.bytesExpectedToReceive) = (0, 0, -1)
+            (observed.transfer, observed.engine) = (nil, nil)
+            return true
+        }
+        guard waits else { return }
+        let retry = { @Sendable [self] in
+            guard observed.write({ $0.machine.retryNow() }) == .adaptRequest else { return }
+            adaptThenStart()
+        }
+        if delay > 0 {
+            environment.delegateQueue.asyncAfter(deadline: .now() + min(delay, 86_400), execute: retry)
+        } else {
+            retry()
+        }
     }
 
     // MARK: - Transfers
@@ -589,13 +638,25 @@ final class CurlTaskDriver: @unchecked Sendable {
         start(request, onDelegateQueue: true)
     }
 
-    /// The last transfer ended (or could not start): the task completes, once.
+    /// The last transfer of an attempt ended (or could not start): the task completes, once, unless the manager's
+    /// retriers send it again.
     private func finish(_ error: URLError?) {
         var error = error
         if error == nil, observed.read({ $0.response }) == nil {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
+        if observed.write({ $0.machine.attemptEnded() }), let task {
+            environment.sink.task(task, in: environment.session, attemptEndedWith: error) { [self, error] verdict in
+                conclude(verdict, error: error)
+            }
+            return
+        }
+        complete(error)
+    }
+
+    /// The task completes with `error` (nil: with its response), once.
+    private func complete(_ error: Error?) {
         let completes = observed.write { observed -> Bool in
             guard observed.machine.complete(failed: error != nil) else { return false }
             observed.error = error
@@ -606,7 +667,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         deliverCompletion(error)
     }
 
-    private func deliverCompletion(_ error: URLError?) {
+    private func deliverCompletion(_ error: Error?) {
         observed.write { $0.completionDelivered = true }
         guard let task else { return }
         environment.sink.task(task, in: environment.session, didCompleteWithError: error)

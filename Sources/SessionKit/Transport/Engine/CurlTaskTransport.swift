@@ -39,6 +39,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     var needsResourceDeadlines: Bool { false }
 
+    var interceptsTasks: Bool { true }
+
     func makeTask(
         for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
         sink: TaskEventSink
@@ -66,7 +68,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
                 delegateQueue: delegateQueue, connectionEvents: options.connectionEvents,
-                connection: options.connection, clientIdentity: options.clientIdentity))
+                connection: options.connection, clientIdentity: options.clientIdentity,
+                intercepted: options.intercepted))
         let task: URLSessionTask
         switch source {
         case .data: task = CurlDataTask(driver: driver)

@@ -20,6 +20,14 @@ import Foundation
 ///    │                 deciding (a redirect or a challenge)
 ///    └──────── cancel (any state but the three terminal ones) ──▶ cancelled
 /// ```
+/// A request of a manager with an interceptor (``intercepted``) has three more states, around its attempts: the
+/// adapters prepare each attempt's request, and the retriers decide, once an attempt ended, whether the request ends
+/// or is sent again, so that the caller's one task carries every attempt:
+/// ```
+/// created ─resume─▶ adapting ─adapted─▶ running … ─end─▶ concluding ─complete─▶ finished / failed
+///                      ▲                                    │ willRetry
+///                      └──────────retryNow───────── waitingToRetry
+/// ```
 /// An event that does not apply in the current state changes nothing and says so (``ControlAction/none``,
 /// ``HeadAction/ignore``, ``BodyAction/drop``, ``EndAction/none``).
 struct RequestMachine {
@@ -38,6 +46,12 @@ struct RequestMachine {
         case failed
         /// Ended by `cancel()`.
         case cancelled
+        /// The manager's adapters prepare the next attempt's request (an ``intercepted`` request only).
+        case adapting(paused: Bool)
+        /// An attempt ended; the manager's retriers decide whether the request ends or is sent again.
+        case concluding(paused: Bool)
+        /// The retriers chose to send the request again, after a delay.
+        case waitingToRetry(paused: Bool)
     }
 
     /// One transfer of the request.
@@ -92,6 +106,8 @@ struct RequestMachine {
         case countedResume
         /// Start a transfer of the current request (paused already if the caller suspended the task meanwhile).
         case startTransfer
+        /// Ask the manager's adapters for the next attempt's request (an ``RequestMachine/intercepted`` request).
+        case adaptRequest
         /// Hold the running transfer in libcurl.
         case pauseTransfer
         /// Let the held transfer go on.
@@ -145,6 +161,14 @@ struct RequestMachine {
 
     private(set) var state = State.created(extraSuspensions: 0)
     private(set) var rounds = Rounds()
+    /// Whether the manager's adapters and retriers take part: each attempt is adapted first, and its end is
+    /// concluded (complete, or send again) by the manager.
+    let intercepted: Bool
+
+    /// A request that has not started; `intercepted` when its manager has an interceptor.
+    init(intercepted: Bool = false) {
+        self.intercepted = intercepted
+    }
 
     // MARK: - What the task reports
 
@@ -160,7 +184,8 @@ struct RequestMachine {
     var isPaused: Bool {
         switch state {
         case .running(let attempt): return attempt.paused
-        case .deciding(_, let paused): return paused
+        case .deciding(_, let paused), .adapting(let paused), .concluding(let paused), .waitingToRetry(let paused):
+            return paused
         default: return false
         }
     }
@@ -170,7 +195,8 @@ struct RequestMachine {
         switch state {
         case .created: return .suspended
         case .running(let attempt): return attempt.paused ? .suspended : .running
-        case .deciding(_, let paused): return paused ? .suspended : .running
+        case .deciding(_, let paused), .adapting(let paused), .concluding(let paused), .waitingToRetry(let paused):
+            return paused ? .suspended : .running
         case .cancelled: return .canceling
         case .finished, .failed: return .completed
         }
@@ -185,6 +211,10 @@ struct RequestMachine {
             state = .created(extraSuspensions: extra - 1)
             return .countedResume
         case .created:
+            guard !intercepted else {
+                state = .adapting(paused: false)
+                return .adaptRequest
+            }
             state = .running(Attempt())
             return .startTransfer
         case .running(var attempt) where attempt.paused:
@@ -193,6 +223,9 @@ struct RequestMachine {
             return .resumeTransfer
         case .deciding(let held, paused: true):
             state = .deciding(held, paused: false)
+            return .resumeTransfer
+        case .adapting(paused: true), .concluding(paused: true), .waitingToRetry(paused: true):
+            state = state.withPaused(false)
             return .resumeTransfer
         default:
             return .none
@@ -212,6 +245,9 @@ struct RequestMachine {
         case .deciding(let held, paused: false):
             state = .deciding(held, paused: true)
             return .pauseTransfer
+        case .adapting(paused: false), .concluding(paused: false), .waitingToRetry(paused: false):
+            state = state.withPaused(true)
+            return .pauseTransfer
         default:
             return .none
         }
@@ -230,6 +266,47 @@ struct RequestMachine {
         guard case .deciding(_, let paused) = state else { return .none }
         state = .running(Attempt(paused: paused))
         return .startTransfer
+    }
+
+    // MARK: - Adapters and retriers (an intercepted request)
+
+    /// The adapters gave the attempt's request: its transfer starts (paused if the caller suspended the request
+    /// meanwhile). Nothing when the request is not adapting (cancelled meanwhile).
+    mutating func adapted() -> ControlAction {
+        guard case .adapting(let paused) = state else { return .none }
+        state = .running(Attempt(paused: paused))
+        return .startTransfer
+    }
+
+    /// The attempt ended (with a response or an error): true when the manager must now decide whether the request
+    /// ends or is sent again; false when the request is not intercepted, or not running (it ended meanwhile).
+    mutating func attemptEnded() -> Bool {
+        guard intercepted else { return false }
+        switch state {
+        case .running(let attempt):
+            state = .concluding(paused: attempt.paused)
+        case .deciding(_, let paused), .adapting(let paused):
+            state = .concluding(paused: paused)
+        default:
+            return false
+        }
+        return true
+    }
+
+    /// The retriers chose to send the request again: it waits for its delay. False when it is not concluding.
+    mutating func willRetry() -> Bool {
+        guard case .concluding(let paused) = state else { return false }
+        state = .waitingToRetry(paused: paused)
+        return true
+    }
+
+    /// The delay passed: the next attempt is adapted. A retry is a new start for redirects and challenges (their
+    /// counts and credentials); the resource deadline, the task's, goes on. Nothing when it no longer waits.
+    mutating func retryNow() -> ControlAction {
+        guard case .waitingToRetry(let paused) = state else { return .none }
+        rounds = Rounds(deadline: rounds.deadline)
+        state = .adapting(paused: paused)
+        return .adaptRequest
     }
 
     /// The attempt that is about to start, for `url` at `now`: the credentials it carries and the time it has left.
@@ -362,11 +439,23 @@ struct RequestMachine {
     /// The request completes: false when it had ended already (or never started), so that it completes once.
     mutating func complete(failed: Bool) -> Bool {
         switch state {
-        case .running, .deciding:
+        case .running, .deciding, .adapting, .concluding, .waitingToRetry:
             state = failed ? .failed : .finished
             return true
         case .created, .finished, .failed, .cancelled:
             return false
+        }
+    }
+}
+
+extension RequestMachine.State {
+    /// The same waiting state with the caller's pause set to `paused` (other states are returned as they are).
+    fileprivate func withPaused(_ paused: Bool) -> Self {
+        switch self {
+        case .adapting: return .adapting(paused: paused)
+        case .concluding: return .concluding(paused: paused)
+        case .waitingToRetry: return .waitingToRetry(paused: paused)
+        default: return self
         }
     }
 }

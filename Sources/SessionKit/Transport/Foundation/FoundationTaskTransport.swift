@@ -82,6 +82,9 @@ struct FoundationTaskTransport: TaskTransport {
 
     var needsResourceDeadlines: Bool { true }
 
+    /// URLSession starts its tasks on `resume()` and ends them itself: no adapter can run first, no attempt again.
+    var interceptsTasks: Bool { false }
+
     func makeTask(
         for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,
         sink: TaskEventSink

@@ -1,0 +1,218 @@
+import Foundation
+import SessionKit
+import SessionKitTestSupport
+import XCTest
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The manager's adapters and retriers on the APIs that hand the caller a task (the AFNetworking closure verbs, the
+/// task API), against the loopback server: the task the caller holds carries every attempt, and completes once.
+///
+/// The curl transport runs them (decision 35 of `Docs/Architecture.md`); URLSession starts its own tasks before an
+/// adapter could run, so on the Foundation transport only the pipeline's calls are adapted and retried.
+final class TaskInterceptionTests: LoopbackTestCase {
+    override func setUp() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "URLSession starts its own tasks: the Foundation transport adapts and retries the pipeline's calls only")
+        try await super.setUp()
+    }
+
+    private func flakyPath(failures: Int, query: String = "") -> String {
+        "/flaky/\(UUID().uuidString)?failures=\(failures)" + (query.isEmpty ? "" : "&\(query)")
+    }
+
+    /// The closure verb `get`, awaited: its task, and what `success` (the object) or `failure` (the error) got.
+    private func closureGet(
+        _ manager: HTTPSessionManager, _ path: String
+    ) async throws -> (task: URLSessionDataTask?, object: Any?, error: Error?, calls: Int) {
+        let once = OnceBox<(Any?, Error?)>()
+        let task = manager.get(
+            path, parameters: nil, headers: nil, progress: nil, success: { _, object in once.resolve((object, nil)) },
+            failure: { _, error in once.resolve((nil, error)) })
+        let (object, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        // A second call would have to come from the same completion: give it the time a completion hop takes.
+        try await Task.sleep(nanoseconds: 50_000_000)
+        return (task, object, error, once.deliveries)
+    }
+
+    func testTheClosureVerbIsAdaptedAndItsTaskShowsTheAdaptedRequest() async throws {
+        let manager = makeManager()
+        let recorder = RecordingMonitor()
+        manager.eventMonitors = [recorder]
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            var request = request
+            request.setValue("Bearer adapted", forHTTPHeaderField: "Authorization")
+            return request
+        })
+        let outcome = try await closureGet(manager, "/headers")
+        XCTAssertNil(outcome.error)
+        XCTAssertEqual(outcome.calls, 1)
+        XCTAssertEqual(server.requests.count, 1)
+        XCTAssertEqual(server.requests.last?.header("Authorization"), "Bearer adapted")
+        XCTAssertEqual(outcome.task?.currentRequest?.value(forHTTPHeaderField: "Authorization"), "Bearer adapted")
+        XCTAssertNil(
+            outcome.task?.originalRequest?.value(forHTTPHeaderField: "Authorization"),
+            "the task's original request is the caller's")
+        await recorder.flush()
+        XCTAssertEqual(recorder.events.filter { $0 == "adapted" }.count, 1, "\(recorder.events)")
+    }
+
+    func testAnAdaptersRefusalFailsTheTaskAndSendsNothing() async throws {
+        let manager = makeManager()
+        let refusal = NSError(domain: "test.adapter", code: 7, userInfo: [NSLocalizedDescriptionKey: "no token"])
+        manager.interceptor = Interceptor(adapt: { _, _ in throw refusal })
+        let once = OnceBox<(URLResponse?, Error?)>()
+        let request = URLRequest(url: server.url("/get"))
+        let task = manager.dataTask(with: request) { response, _, error in
+            once.resolve((response, error))
+        }
+        task.resume()
+        let (response, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNil(response)
+        XCTAssertEqual((error as NSError?)?.domain, "test.adapter")
+        XCTAssertEqual((error as NSError?)?.code, 7)
+        XCTAssertEqual(task.state, .completed)
+        XCTAssertTrue(server.requests.isEmpty, "a refused request sends nothing")
+    }
+
+    func testRetryPolicyRetriesTheClosureVerbOnItsOneTask() async throws {
+        let manager = makeManager()
+        let recorder = RecordingMonitor()
+        manager.eventMonitors = [recorder]
+        manager.interceptor = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.1, jitters: false)
+        let outcome = try await closureGet(manager, flakyPath(failures: 2))
+        XCTAssertNil(outcome.error)
+        XCTAssertEqual(outcome.calls, 1, "one completion for the three attempts")
+        XCTAssertEqual((outcome.object as? [String: Any])?["attempt"] as? Int, 3, "the last attempt's body")
+        XCTAssertEqual(outcome.task?.state, .completed)
+        XCTAssertEqual((outcome.task?.response as? HTTPURLResponse)?.statusCode, 200, "the last attempt's response")
+        let times = server.requests.map(\.receivedAt)
+        guard times.count == 3 else { return XCTFail("\(times.count) requests instead of 3") }
+        XCTAssertGreaterThanOrEqual(times[1].timeIntervalSince(times[0]), 0.1)
+        XCTAssertGreaterThanOrEqual(times[2].timeIntervalSince(times[1]), 0.2)
+        await recorder.flush()
+        XCTAssertEqual(recorder.retryDelays, [0.1, 0.2])
+        XCTAssertEqual(recorder.events.filter { $0 == "taskCreated" }.count, 1, "one task: \(recorder.events)")
+        XCTAssertEqual(recorder.events.filter { $0 == "finished" }.count, 1, "\(recorder.events)")
+    }
+
+    func testARetryGivesUpWithTheLastAttemptsResponseAndBody() async throws {
+        let manager = makeManager()
+        manager.interceptor = RetryPolicy(retryLimit: 1, exponentialBackoffScale: 0.01)
+        let outcome = try await closureGet(manager, flakyPath(failures: 5))
+        XCTAssertEqual(outcome.calls, 1)
+        let error = try XCTUnwrap(outcome.error as NSError?)
+        let response = error.userInfo[SessionKitError.failingURLResponseKey] as? HTTPURLResponse
+        XCTAssertEqual(response?.statusCode, 503)
+        let body = error.userInfo[SessionKitError.failingURLResponseDataKey] as? Data
+        let attempt = body.flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }?["attempt"]
+        XCTAssertEqual(attempt as? Int, 2, "the body of the attempt whose error the caller gets")
+        XCTAssertEqual(server.requests.count, 2)
+    }
+
+    func testARetrierCanReplaceTheErrorAndAPOSTBodyIsSentAgainWhole() async throws {
+        let manager = makeManager()
+        let replaced = NSError(domain: "test.retrier", code: 9)
+        let asked = LockedBox(0)
+        manager.interceptor = Interceptor(retry: { request, _ in
+            asked.write { $0 += 1 }
+            return request.retryCount == 0 ? .retry : .doNotRetryWithError(replaced)
+        })
+        var request = URLRequest(url: server.url(flakyPath(failures: 5)))
+        request.httpMethod = "POST"
+        let body = Data((0..<100_000).map { UInt8($0 % 251) })
+        let once = OnceBox<Error?>()
+        manager.uploadTask(with: request, from: body) { _, _, error in once.resolve(error) }.resume()
+        let error = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual((error as NSError?)?.domain, "test.retrier", "the error the retrier chose")
+        XCTAssertEqual(asked.wrappedValue, 2)
+        XCTAssertEqual(server.requests.count, 2)
+        XCTAssertEqual(server.requests.map(\.bodyLength), [body.count, body.count], "the whole body, twice")
+    }
+
+    func testCancellingWhileWaitingToRetryCompletesOnceAsCancelled() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })
+        let once = OnceBox<Error?>()
+        let request = URLRequest(url: server.url(flakyPath(failures: 5)))
+        let task = manager.dataTask(with: request) { _, _, error in
+            once.resolve(error)
+        }
+        task.resume()
+        // The first attempt's answer reached the retrier, which asked for a long wait: the task waits, not completed.
+        for _ in 0..<250 where server.requests.isEmpty { try await Task.sleep(nanoseconds: 20_000_000) }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertEqual(task.state, .running, "a task waiting to retry has not completed")
+        task.cancel()
+        let error = try await once.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(once.deliveries, 1)
+        XCTAssertEqual(server.requests.count, 1, "nothing is sent after the cancel")
+    }
+
+    func testATransportErrorIsRetriedOnTheSameTask() async throws {
+        let manager = makeManager(timeout: 0.5)
+        let attempts = LockedBox(0)
+        manager.interceptor = Interceptor(
+            adapt: { request, _ in
+                // The first attempt goes to a path that never answers; the retry to one that does.
+                let attempt = attempts.write { attempt -> Int in
+                    attempt += 1
+                    return attempt
+                }
+                var request = request
+                if attempt > 1 { request.url = self.server.url("/get") }
+                return request
+            },
+            retry: { _, error in (error as? URLError)?.code == .timedOut ? .retry : .doNotRetry })
+        let once = OnceBox<(URLResponse?, Error?)>()
+        let request = URLRequest(url: server.url("/fault/never-answer"))
+        let task = manager.dataTask(with: request) { response, _, error in
+            once.resolve((response, error))
+        }
+        task.resume()
+        let (response, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+        XCTAssertEqual(attempts.wrappedValue, 2)
+        XCTAssertEqual(task.currentRequest?.url?.path, "/get")
+    }
+
+    func testADownloadIsAdaptedButNotRetried() async throws {
+        let manager = makeManager()
+        let retried = LockedBox(0)
+        manager.interceptor = Interceptor(
+            adapt: { request, _ in
+                var request = request
+                request.setValue("yes", forHTTPHeaderField: "X-Adapted")
+                return request
+            },
+            retry: { _, _ in
+                retried.write { $0 += 1 }
+                return .retry
+            })
+        let once = OnceBox<(URL?, Error?)>()
+        manager.downloadTask(
+            with: URLRequest(url: server.url(flakyPath(failures: 5))), progress: nil, destination: nil
+        ) { _, url, error in once.resolve((url, error)) }.resume()
+        _ = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual(server.requests.count, 1, "a download's file is written once: it is not sent again")
+        XCTAssertEqual(server.requests.last?.header("X-Adapted"), "yes")
+        XCTAssertEqual(retried.wrappedValue, 0)
+    }
+
+    func testTheAsyncVerbIsAdaptedOnceNotTwice() async throws {
+        let manager = makeManager()
+        let adaptations = LockedBox(0)
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            adaptations.write { $0 += 1 }
+            return request
+        })
+        _ = try await manager.get("/get")
+        XCTAssertEqual(adaptations.wrappedValue, 1, "the pipeline's own task is not intercepted again")
+    }
+}
