@@ -206,7 +206,10 @@ final class TaskDelegate: @unchecked Sendable {
                 monitor.request(sessionRequest, didFailToAdapt: request, withError: error)
                 result = .failure(error)
             }
-            interception.delegateQueue.async { then(result) }
+            interception.delegateQueue.async { [self] in
+                // A retry's attempt is a span of its own, whose trace context the adapted request carries.
+                then(result.map { request in telemetry?.retry(request) ?? request })
+            }
         }
     }
 
@@ -237,7 +240,9 @@ final class TaskDelegate: @unchecked Sendable {
             let interceptor = interception.interceptor
             let decided: @Sendable (RetryDecision) -> Void = { [self] decision in
                 interception.delegateQueue.async { [self] in
-                    conclude(decision, failure: failure, settling: error == nil ? (body, serialized) : nil, then: then)
+                    conclude(
+                        decision, failure: failure, transportError: error, body: body, serialized: serialized,
+                        then: then)
                 }
             }
             Task {
@@ -247,11 +252,12 @@ final class TaskDelegate: @unchecked Sendable {
         }
     }
 
-    /// Carries out a retrier's `decision` on the attempt that failed with `failure` (delegate queue). `settling` is
-    /// the attempt's body and serialization when the transfer itself succeeded: the completion's, if it stands.
+    /// Carries out a retrier's `decision` on the attempt that failed with `failure`: its `transportError`, or else
+    /// the serializer's error in `serialized` (delegate queue). When the transfer itself succeeded, the attempt's
+    /// `body` and `serialized` are the completion's, if the attempt stands.
     private func conclude(
-        _ decision: RetryDecision, failure: Error, settling: (body: Data, serialized: CompletionDelivery.Serialized)?,
-        then: @Sendable (AttemptVerdict) -> Void
+        _ decision: RetryDecision, failure: Error, transportError: Error?, body: Data,
+        serialized: CompletionDelivery.Serialized, then: @Sendable (AttemptVerdict) -> Void
     ) {
         guard let observation else { return then(.complete) }
         let sessionRequest = observation.request
@@ -266,10 +272,11 @@ final class TaskDelegate: @unchecked Sendable {
         guard delay >= 0, lifecycle.read({ $0.acceptsData }), sessionRequest.willRetry(after: delay),
             sessionRequest.beginAttempt()
         else {
-            settled = settling
+            if transportError == nil { settled = (body, serialized) }
             return then(.complete)
         }
         observation.monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: failure)
+        telemetry?.complete(task, error: transportError)  // the failed attempt's span ends, as a redirect's does
         // The next attempt's body and progress start from nothing.
         sink.restart()
         progress.restartDownload()

@@ -74,6 +74,19 @@ final class TaskTelemetry: @unchecked Sendable {
         return request
     }
 
+    /// Another attempt of the task starts, after the manager's retriers chose to send it again on the same task (the
+    /// task API on the curl transport; the attempt before it ended through ``complete(_:error:)``): its span starts,
+    /// with the resend count, and the returned request carries its trace context.
+    func retry(_ request: URLRequest) -> URLRequest {
+        assertOnDelegateQueue()
+        var request = request
+        guard attempt == nil, let next = AttemptDescription(request) else { return request }
+        resendCount += 1
+        countersAtStart = (0, 0)  // the task's counts start over with the attempt
+        attempt = start(next, request: &request)
+        return request
+    }
+
     /// The task completed with `error` (nil for a response): the current attempt ends.
     func complete(_ task: URLSessionTask, error: Error?) {
         assertOnDelegateQueue()

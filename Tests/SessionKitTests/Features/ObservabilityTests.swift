@@ -135,6 +135,23 @@ final class ObservabilityTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.map(\.traceparent), spans.map(traceparent(of:)))
     }
 
+    func testARetryOfATaskAPIRequestIsANewSpanOnTheSameTask() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "the task API is retried on the curl transport only")
+        let manager = observedManager()
+        manager.interceptor = RetryPolicy(exponentialBackoffScale: 0.01, jitters: false)
+        let url = server.url("/flaky/\(UUID().uuidString)?failures=1&status=503")
+        let error: Error? = try await awaitCallback { done in
+            manager.resume(manager.dataTask(with: URLRequest(url: url)) { _, _, error in done(error) })
+        }
+        XCTAssertNil(error)
+        let spans = try await finishedSpans(2)
+        XCTAssertEqual(spans.count, 2)
+        XCTAssertEqual(spans.map { attribute($0, "http.response.status_code") }, [503, 200])
+        XCTAssertEqual(spans.map { attribute($0, "http.request.resend_count") }, [nil, 1])
+        XCTAssertEqual(spans.first?.status?.code, .error)
+        XCTAssertEqual(server.requests.map(\.traceparent), spans.map(traceparent(of:)), "each attempt its own context")
+    }
+
     func testConnectionRefusedIsAnErrorSpanWithItsErrorType() async throws {
         let port = server.port
         try await server.shutdown()
