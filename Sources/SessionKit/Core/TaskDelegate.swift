@@ -17,7 +17,8 @@ final class TaskDelegate: @unchecked Sendable {
 
     // @unchecked Sendable: `lifecycle` and `bodyStream` are `Protected` boxes, and the body sink
     // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
-    // of its own; the rest is immutable after `init` apart from `Progress`, which is thread-safe.
+    // of its own; `settled` and `retrierError` are used on the delegate queue only (asserted where they are set); the
+    // rest is immutable after `init` apart from `Progress`, which is thread-safe.
 
     /// Where the task's completion goes and what decodes its body.
     struct Delivery {
@@ -72,9 +73,10 @@ final class TaskDelegate: @unchecked Sendable {
     private let lifecycle = Protected(TaskLifecycle())
     /// The manager's adapters and retriers, for a task the caller holds; nil otherwise.
     private let interception: Interception?
-    /// What the last attempt ended with when the retriers let it stand (delegate queue): its body and what the
-    /// serializer made of it, so that the completion does not serialize it again; or the error a retrier chose.
-    private var settled: (body: Data, serialized: CompletionDelivery.Serialized)?
+    /// What the last attempt ended with when the retriers let it stand (delegate queue): its body (taken from the
+    /// sink to judge it) and, when its transfer succeeded, what the serializer made of it, so that the completion
+    /// does not serialize it again; or the error a retrier chose.
+    private var settled: (body: Data, serialized: CompletionDelivery.Serialized?)?
     private var retrierError: Error?
     /// Where a streamed body goes, which also takes the response trailers; nil for other bodies.
     private let trailerSink: DataStreamSink?
@@ -259,7 +261,10 @@ final class TaskDelegate: @unchecked Sendable {
         _ decision: RetryDecision, failure: Error, transportError: Error?, body: Data,
         serialized: CompletionDelivery.Serialized, then: @Sendable (AttemptVerdict) -> Void
     ) {
-        guard let observation else { return then(.complete) }
+        guard let interception, let observation else { return then(.complete) }
+        dispatchPrecondition(condition: .onQueue(interception.delegateQueue))
+        // Nothing changes once the task ended meanwhile (a `cancel()` completes it at once, with its own error).
+        guard lifecycle.read({ $0.acceptsData }) else { return then(.complete) }
         let sessionRequest = observation.request
         let delay: TimeInterval
         switch decision {
@@ -268,11 +273,8 @@ final class TaskDelegate: @unchecked Sendable {
         case .doNotRetry: delay = -1
         case .doNotRetryWithError(let other): (delay, retrierError) = (-1, other)
         }
-        // Not after the task ended meanwhile (a `cancel()` completes it at once).
-        guard delay >= 0, lifecycle.read({ $0.acceptsData }), sessionRequest.willRetry(after: delay),
-            sessionRequest.beginAttempt()
-        else {
-            if transportError == nil { settled = (body, serialized) }
+        guard delay >= 0, sessionRequest.willRetry(after: delay), sessionRequest.beginAttempt() else {
+            settled = (body, transportError == nil ? serialized : nil)
             return then(.complete)
         }
         observation.monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: failure)
@@ -396,11 +398,10 @@ final class TaskDelegate: @unchecked Sendable {
         }
         var data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }
-        let settled = finalError == nil ? self.settled : nil
-        if let settled { data = settled.body }
+        if let settled { data = settled.body }  // the sink gave it up to the retriers' judgement
         if finalError == nil && retrierError == nil { progress.didSucceed() }
         completionDelivery.deliver(
-            task: task, data: data, fileURL: fileURL, error: finalError, serialized: settled?.serialized,
-            chosenError: retrierError)
+            task: task, data: data, fileURL: fileURL, error: finalError,
+            serialized: finalError == nil ? settled?.serialized : nil, chosenError: retrierError)
     }
 }

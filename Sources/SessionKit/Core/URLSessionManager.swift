@@ -711,7 +711,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         let interception = interceptor.map { interceptor in
             TaskDelegate.Interception(
-                interceptor: interceptor, retries: Self.mayRetry(source), delegateQueue: delegateDispatchQueue)
+                interceptor: interceptor, retries: streamSink == nil && Self.mayRetry(source),
+                delegateQueue: delegateDispatchQueue)
         }
         let connection = connectionOptions
         if let request = source.request,
@@ -825,6 +826,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     /// Whether a task for `source` may send its request again for a retrier: a data task whose body is bytes (a
     /// download's file and a streamed or file body are read once; the pipeline's calls retry those with a new task).
+    /// A task whose body goes to a reader as it arrives (`streamTask`) is never sent again either: its reader has
+    /// the first attempt's bytes already.
     private static func mayRetry(_ source: TaskSource) -> Bool {
         switch source {
         case .data(let request): return request.httpBodyStream == nil

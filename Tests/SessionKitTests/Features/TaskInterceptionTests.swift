@@ -133,7 +133,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.map(\.bodyLength), [body.count, body.count], "the whole body, twice")
     }
 
-    func testCancellingWhileWaitingToRetryCompletesOnceAsCancelled() async throws {
+    func testCancellingBetweenAttemptsCompletesOnceAsCancelled() async throws {
         let manager = makeManager()
         manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })
         let once = OnceBox<Error?>()
@@ -142,9 +142,10 @@ final class TaskInterceptionTests: LoopbackTestCase {
             once.resolve(error)
         }
         task.resume()
-        // The first attempt's answer reached the retrier, which asked for a long wait: the task waits, not completed.
+        // The first attempt's answer reached the retrier, which asks for a long wait (the cancel below comes while the
+        // task concludes that attempt or waits for the next: both must complete it once, as cancelled).
         for _ in 0..<250 where server.requests.isEmpty { try await Task.sleep(nanoseconds: 20_000_000) }
-        try await Task.sleep(nanoseconds: 200_000_000)
+        try await Task.sleep(nanoseconds: 100_000_000)
         XCTAssertEqual(task.state, .running, "a task waiting to retry has not completed")
         task.cancel()
         let error = try await once.value(timeout: 10, file: #filePath, line: #line)
@@ -214,5 +215,87 @@ final class TaskInterceptionTests: LoopbackTestCase {
         })
         _ = try await manager.get("/get")
         XCTAssertEqual(adaptations.wrappedValue, 1, "the pipeline's own task is not intercepted again")
+    }
+
+    func testAStreamedBodyIsNeverSentAgainToItsReader() async throws {
+        let manager = makeManager()
+        let retried = LockedBox(0)
+        manager.interceptor = Interceptor(retry: { request, _ in
+            retried.write { $0 += 1 }
+            return request.retryCount < 3 ? .retry : .doNotRetry  // bounded, should this test ever fail
+        })
+        let received = LockedBox(Data())
+        let once = OnceBox<Error?>()
+        manager.streamTask(
+            with: URLRequest(url: server.url("/fault/close-mid-body")),
+            chunk: { data in received.write { $0.append(data) } },
+            completion: { _, error in once.resolve(error) }
+        ).resume()
+        let error = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNotNil(error, "the body was cut")
+        XCTAssertEqual(retried.wrappedValue, 0, "its reader has the first attempt's bytes: no second attempt")
+        XCTAssertEqual(server.requests.count, 1)
+        XCTAssertEqual(String(decoding: received.wrappedValue, as: UTF8.self), "{\"partial\": [1, 2, 3, ")
+    }
+
+    func testCancellingWhileAdaptingSendsNothing() async throws {
+        let manager = makeManager()
+        let release = LockedBox(false)
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            // Bounded: the adapter returns once the test released it, or after 10 s.
+            for _ in 0..<1000 where !release.wrappedValue { try await Task.sleep(nanoseconds: 10_000_000) }
+            return request
+        })
+        let once = OnceBox<Error?>()
+        let task = manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, error in once.resolve(error) }
+        task.resume()
+        XCTAssertEqual(task.state, .running, "adapting")
+        task.cancel()
+        let error = try await once.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((error as? URLError)?.code, .cancelled)
+        release.write { $0 = true }
+        try await Task.sleep(nanoseconds: 200_000_000)
+        XCTAssertTrue(server.requests.isEmpty, "the adapter's late answer starts nothing")
+        XCTAssertEqual(once.deliveries, 1)
+    }
+
+    func testARetryPastTheResourceTimeoutEndsTheTaskAsTimedOut() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForResource = 1
+        configuration.urlCache = nil
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })
+        let once = OnceBox<Error?>()
+        let request = URLRequest(url: server.url(flakyPath(failures: 5)))
+        manager.dataTask(with: request) { _, _, error in once.resolve(error) }.resume()
+        // Far less than the 30 s asked for: the task's resource timeout ends it.
+        let error = try await once.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((error as? URLError)?.code, .timedOut)
+        XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testSuspendedBetweenAttemptsTheRetryHoldsItsBodyUntilResumed() async throws {
+        let manager = makeManager()
+        let holder = LockedBox<URLSessionTask?>(nil)
+        manager.interceptor = Interceptor(retry: { _, _ in
+            _ = holder.wrappedValue.map { manager.suspend($0) }  // the caller suspends while the retriers decide
+            return .retry
+        })
+        let once = OnceBox<(URLResponse?, Error?)>()
+        let task = manager.dataTask(with: URLRequest(url: server.url(flakyPath(failures: 1)))) { response, _, error in
+            once.resolve((response, error))
+        }
+        holder.write { $0 = task }
+        task.resume()
+        for _ in 0..<250 where server.requests.count < 2 { try await Task.sleep(nanoseconds: 20_000_000) }
+        try await Task.sleep(nanoseconds: 300_000_000)
+        XCTAssertEqual(once.deliveries, 0, "the second attempt's body is held while the task is suspended")
+        XCTAssertEqual(task.state, .suspended)
+        manager.resume(task)
+        let (response, error) = try await once.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+        XCTAssertEqual(server.requests.count, 2)
     }
 }

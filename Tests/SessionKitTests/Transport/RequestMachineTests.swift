@@ -9,6 +9,7 @@ import XCTest
 /// state, and the events that do not apply (they change nothing and say so), as AsyncHTTPClient tests its machines.
 final class RequestMachineTests: XCTestCase {
     private let url = URL(string: "https://example.com/start")!
+    private let now = Date(timeIntervalSince1970: 1000)
 
     private func response(_ status: Int, _ fields: [String: String] = [:], url: URL? = nil) -> HTTPURLResponse {
         HTTPURLResponse(url: url ?? self.url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)!
@@ -285,9 +286,9 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.adapted(), .none)
         XCTAssertEqual(machine.headArrived(received(503)), .deliver)
         guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("a response ends it") }
-        XCTAssertFalse(machine.attemptEnded(), "no retriers to ask: it completes at once")
+        XCTAssertFalse(machine.attemptEnded(now: now), "no retriers to ask: it completes at once")
         XCTAssertEqual(describe(machine), "running(receiving)")
-        XCTAssertFalse(machine.willRetry())
+        XCTAssertEqual(machine.willRetry(after: 0, now: now), .none)
         XCTAssertTrue(machine.complete(failed: false))
     }
 
@@ -300,15 +301,15 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.challengeRound(proxy: false), 0)
         XCTAssertEqual(machine.headArrived(received(503)), .deliver)
         guard case .finish = machine.transferEnded(failed: false) else { return XCTFail("a response ends it") }
-        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertTrue(machine.attemptEnded(now: now))
         XCTAssertEqual(describe(machine), "concluding")
         XCTAssertEqual(machine.taskState, .running, "the task has not completed while its retriers decide")
         XCTAssertFalse(machine.isTerminal)
-        XCTAssertFalse(machine.attemptEnded(), "one conclusion per attempt")
+        XCTAssertFalse(machine.attemptEnded(now: now), "one conclusion per attempt")
         XCTAssertEqual(machine.headArrived(received(200)), .ignore)
-        XCTAssertTrue(machine.willRetry())
+        XCTAssertEqual(machine.willRetry(after: 0, now: now), .wait)
         XCTAssertEqual(describe(machine), "waitingToRetry")
-        XCTAssertFalse(machine.willRetry())
+        XCTAssertEqual(machine.willRetry(after: 0, now: now), .none)
         XCTAssertEqual(machine.adapted(), .none, "not adapting while it waits")
         XCTAssertEqual(machine.retryNow(), .adaptRequest)
         XCTAssertEqual(describe(machine), "adapting")
@@ -320,10 +321,10 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(remaining, 40, "the resource deadline is the task's: a retry does not restart it")
         XCTAssertEqual(machine.headArrived(received(200)), .deliver)
         guard case .finish = machine.transferEnded(failed: false) else { return XCTFail() }
-        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertTrue(machine.attemptEnded(now: now))
         XCTAssertTrue(machine.complete(failed: false))
         XCTAssertEqual(describe(machine), "finished")
-        XCTAssertFalse(machine.attemptEnded(), "an ended request has no attempt to conclude")
+        XCTAssertFalse(machine.attemptEnded(now: now), "an ended request has no attempt to conclude")
     }
 
     func testAFailedAdaptationOrConclusionCompletesTheRequest() {
@@ -337,10 +338,10 @@ final class RequestMachineTests: XCTestCase {
         _ = concluding.resume()
         _ = concluding.adapted()
         guard case .fail = concluding.transferEnded(failed: true) else { return XCTFail() }
-        XCTAssertTrue(concluding.attemptEnded())
+        XCTAssertTrue(concluding.attemptEnded(now: now))
         XCTAssertTrue(concluding.complete(failed: true), "the retriers let the failure stand")
         XCTAssertEqual(describe(concluding), "failed")
-        XCTAssertFalse(concluding.willRetry(), "a late verdict changes nothing")
+        XCTAssertEqual(concluding.willRetry(after: 0, now: now), .none, "a late verdict changes nothing")
     }
 
     func testCancelWhileAdaptingConcludingOrWaitingStartsNothing() {
@@ -354,17 +355,17 @@ final class RequestMachineTests: XCTestCase {
         _ = concluding.resume()
         _ = concluding.adapted()
         guard case .fail = concluding.transferEnded(failed: true) else { return XCTFail() }
-        XCTAssertTrue(concluding.attemptEnded())
+        XCTAssertTrue(concluding.attemptEnded(now: now))
         XCTAssertEqual(concluding.cancel(), .stopAndCompleteCancelled)
-        XCTAssertFalse(concluding.willRetry(), "the retriers' late verdict is dropped")
+        XCTAssertEqual(concluding.willRetry(after: 0, now: now), .none, "the retriers' late verdict is dropped")
         XCTAssertFalse(concluding.complete(failed: true), "the cancellation was the completion")
 
         var waiting = RequestMachine(intercepted: true)
         _ = waiting.resume()
         _ = waiting.adapted()
         guard case .fail = waiting.transferEnded(failed: true) else { return XCTFail() }
-        XCTAssertTrue(waiting.attemptEnded())
-        XCTAssertTrue(waiting.willRetry())
+        XCTAssertTrue(waiting.attemptEnded(now: now))
+        XCTAssertEqual(waiting.willRetry(after: 0, now: now), .wait)
         XCTAssertEqual(waiting.cancel(), .stopAndCompleteCancelled)
         XCTAssertEqual(waiting.retryNow(), .none, "the delay's end starts nothing")
         XCTAssertEqual(describe(waiting), "cancelled")
@@ -380,9 +381,9 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.adapted(), .startTransfer)
         XCTAssertEqual(describe(machine), "running(connecting paused)", "the caller's pause carries into the transfer")
         guard case .fail = machine.transferEnded(failed: true) else { return XCTFail() }
-        XCTAssertTrue(machine.attemptEnded())
+        XCTAssertTrue(machine.attemptEnded(now: now))
         XCTAssertEqual(describe(machine), "concluding paused")
-        XCTAssertTrue(machine.willRetry())
+        XCTAssertEqual(machine.willRetry(after: 0, now: now), .wait)
         XCTAssertEqual(describe(machine), "waitingToRetry paused")
         XCTAssertEqual(machine.resume(), .resumeTransfer)
         XCTAssertEqual(describe(machine), "waitingToRetry")
@@ -392,5 +393,26 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertEqual(machine.resume(), .resumeTransfer)
         XCTAssertEqual(machine.adapted(), .startTransfer)
         XCTAssertEqual(describe(machine), "running(connecting)")
+    }
+
+    func testTheResourceDeadlineEndsAnInterceptedRequestInsteadOfAnotherAttempt() {
+        var machine = RequestMachine(intercepted: true)
+        _ = machine.resume()
+        _ = machine.adapted()
+        guard case .start = machine.planAttempt(of: url, resourceTimeout: 10, now: now) else { return XCTFail() }
+        guard case .fail = machine.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertTrue(machine.attemptEnded(now: now + 1))
+        XCTAssertEqual(
+            machine.willRetry(after: 9, now: now + 1), .pastDeadline, "the delay would end at the deadline")
+        XCTAssertEqual(describe(machine), "concluding", "the driver completes it with a timeout")
+        XCTAssertTrue(machine.complete(failed: true))
+
+        var late = RequestMachine(intercepted: true)
+        _ = late.resume()
+        _ = late.adapted()
+        guard case .start = late.planAttempt(of: url, resourceTimeout: 10, now: now) else { return XCTFail() }
+        guard case .fail = late.transferEnded(failed: true) else { return XCTFail() }
+        XCTAssertFalse(late.attemptEnded(now: now + 10), "past the deadline no retrier is asked: it completes")
+        XCTAssertTrue(late.complete(failed: true))
     }
 }

@@ -69,6 +69,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         var events: [Event] = []
         var drainScheduled = false
         var progressSource: (@Sendable () -> Progress)?
+        /// The retry delay's timer, while the task waits to send its request again.
+        var retryTimer: DispatchWorkItem?
     }
 
     /// The task's identifier, unique in its manager.
@@ -167,6 +169,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             let action = observed.machine.cancel()
             guard action == .stopAndCompleteCancelled else { return (action, nil, nil) }
             observed.error = cancelled
+            observed.retryTimer?.cancel()  // the timer would keep the driver until its delay ends
+            observed.retryTimer = nil
             defer { (observed.transfer, observed.engine) = (nil, nil) }
             return (action, observed.transfer, observed.engine)
         }
@@ -208,23 +212,36 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The manager's verdict on the attempt that ended with `error` (nil: with its response).
     private func conclude(_ verdict: AttemptVerdict, error: Error?) {
         guard case .retry(let delay) = verdict else { return complete(error) }
-        let waits = observed.write { observed -> Bool in
-            guard observed.machine.willRetry() else { return false }  // cancelled meanwhile
+        let retry = DispatchWorkItem { [self] in
+            observed.write { $0.retryTimer = nil }
+            guard observed.write({ $0.machine.retryNow() }) == .adaptRequest else { return }
+            adaptThenStart()
+        }
+        let plan = observed.write { observed -> RequestMachine.RetryPlan in
+            let plan = observed.machine.willRetry(after: delay, now: Date())
+            guard plan == .wait else { return plan }
             // The next attempt's response and counts are its own.
             observed.response = nil
             (observed.bytesSent, observed.bytesReceived, observed.bytesExpectedToReceive) = (0, 0, -1)
             (observed.transfer, observed.engine) = (nil, nil)
-            return true
+            if delay > 0 { observed.retryTimer = retry }
+            return plan
         }
-        guard waits else { return }
-        let retry = { @Sendable [self] in
-            guard observed.write({ $0.machine.retryNow() }) == .adaptRequest else { return }
-            adaptThenStart()
-        }
-        if delay > 0 {
-            environment.delegateQueue.asyncAfter(deadline: .now() + min(delay, 86_400), execute: retry)
-        } else {
-            retry()
+        switch plan {
+        case .none:
+            break  // cancelled meanwhile: its completion is on its way
+        case .pastDeadline:
+            // The retry would start past the task's resource timeout: the task ends as URLSession ends it then.
+            complete(
+                Self.error(
+                    .timedOut, "The request took longer than the session's resource timeout.", url: originalRequest.url)
+            )
+        case .wait:
+            if delay > 0 {
+                environment.delegateQueue.asyncAfter(deadline: .now() + min(delay, 86_400), execute: retry)
+            } else {
+                retry.perform()
+            }
         }
     }
 
@@ -646,7 +663,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
-        if observed.write({ $0.machine.attemptEnded() }), let task {
+        if observed.write({ $0.machine.attemptEnded(now: Date()) }), let task {
             environment.sink.task(task, in: environment.session, attemptEndedWith: error) { [self, error] verdict in
                 conclude(verdict, error: error)
             }

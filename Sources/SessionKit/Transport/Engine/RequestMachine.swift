@@ -278,10 +278,11 @@ struct RequestMachine {
         return .startTransfer
     }
 
-    /// The attempt ended (with a response or an error): true when the manager must now decide whether the request
-    /// ends or is sent again; false when the request is not intercepted, or not running (it ended meanwhile).
-    mutating func attemptEnded() -> Bool {
-        guard intercepted else { return false }
+    /// The attempt ended (with a response or an error) at `now`: true when the manager must now decide whether the
+    /// request ends or is sent again; false when the request is not intercepted, not running (it ended meanwhile), or
+    /// past its resource deadline (no attempt could start: it completes as it is).
+    mutating func attemptEnded(now: Date) -> Bool {
+        guard intercepted, rounds.deadline.map({ now < $0 }) ?? true else { return false }
         switch state {
         case .running(let attempt):
             state = .concluding(paused: attempt.paused)
@@ -293,11 +294,23 @@ struct RequestMachine {
         return true
     }
 
-    /// The retriers chose to send the request again: it waits for its delay. False when it is not concluding.
-    mutating func willRetry() -> Bool {
-        guard case .concluding(let paused) = state else { return false }
+    /// What the driver does when the retriers chose to send the request again.
+    enum RetryPlan: Equatable {
+        /// Wait for the delay, then ``retryNow()``.
+        case wait
+        /// The delay would end past the resource deadline: the request completes with `URLError.timedOut`.
+        case pastDeadline
+        /// Nothing: the request is not concluding (cancelled meanwhile).
+        case none
+    }
+
+    /// The retriers chose to send the request again after `delay` seconds, at `now`: it waits, unless that would
+    /// take it past its resource deadline.
+    mutating func willRetry(after delay: TimeInterval, now: Date) -> RetryPlan {
+        guard case .concluding(let paused) = state else { return .none }
+        if let deadline = rounds.deadline, now.addingTimeInterval(delay) >= deadline { return .pastDeadline }
         state = .waitingToRetry(paused: paused)
-        return true
+        return .wait
     }
 
     /// The delay passed: the next attempt is adapted. A retry is a new start for redirects and challenges (their
