@@ -58,6 +58,12 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         newRequest request: URLRequest,
         completionHandler: @escaping (URLRequest?) -> Void
     ) {
+        // URLSession on Linux (FoundationNetworking 6.3) follows a 307 or 308 with an empty body in place of the one
+        // the task sent. Rather than send the request without its body, the redirect is not followed: its response
+        // is the task's, and the caller sees the 307 or 308.
+        if response.statusCode == 307 || response.statusCode == 308, task.countOfBytesSent > 0 {
+            return completionHandler(nil)
+        }
         var decided =
             overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request

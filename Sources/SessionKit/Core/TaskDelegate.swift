@@ -44,7 +44,7 @@ final class TaskDelegate: @unchecked Sendable {
     struct Interception {
         let interceptor: any RequestInterceptor
         /// Whether a failed attempt may be sent again: a data task whose body can go twice (not a download, whose
-        /// file this delegate writes, nor a file or streamed upload, whose stream is read once).
+        /// file this delegate writes, nor a streamed upload or body, which is read once).
         let retries: Bool
         /// Where the transport gets its answers (the manager's delegate queue).
         let delegateQueue: DispatchQueue

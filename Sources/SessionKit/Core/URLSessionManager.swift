@@ -247,7 +247,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// Adapts and retries every request of the pipeline (``perform(_:interceptor:responseSerializer:onCreate:)``,
     /// the async verbs of ``HTTPSessionManager``, the HTTP core API), before a call's own interceptor; on the curl
     /// transport also the tasks of the task API and the closure verbs, whose one task then carries every attempt (a
-    /// download and a file or streamed upload are adapted, not retried). Default nil. Not archived or copied.
+    /// download and a streamed upload are adapted, not retried). Default nil. Not archived or copied.
     public var interceptor: (any RequestInterceptor)? {
         get { settings.read { $0.interceptor } }
         set { settings.write { $0.interceptor = newValue } }
@@ -824,14 +824,15 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         return URLSession(configuration: configuration, delegate: eventSink, delegateQueue: operationQueue)
     }
 
-    /// Whether a task for `source` may send its request again for a retrier: a data task whose body is bytes (a
-    /// download's file and a streamed or file body are read once; the pipeline's calls retry those with a new task).
+    /// Whether a task for `source` may send its request again for a retrier: a data task whose body is bytes or a
+    /// file (which the transport opens anew for each transfer); a download's file and a streamed body are read once
+    /// (the pipeline's calls retry a streamed body with a new task, while no response arrived).
     /// A task whose body goes to a reader as it arrives (`streamTask`) is never sent again either: its reader has
     /// the first attempt's bytes already.
     private static func mayRetry(_ source: TaskSource) -> Bool {
         switch source {
         case .data(let request): return request.httpBodyStream == nil
-        case .uploadData: return true
+        case .uploadData, .uploadFile: return true
         default: return false
         }
     }

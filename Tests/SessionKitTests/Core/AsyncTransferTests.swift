@@ -66,6 +66,41 @@ final class AsyncTransferTests: LoopbackTestCase {
         XCTAssertEqual((result.object as? [String: Any])?["data"] as? String, "file body")
     }
 
+    func testAnUploadAnsweredByA307IsSentWholeOrNotFollowed() async throws {
+        let manager = makeManager()
+        let file = temporaryFile()
+        defer { try? FileManager.default.removeItem(at: file) }
+        let body = ByteGenerator.bytes(count: 300_000, seed: 5)
+        try body.write(to: file)
+        var request = URLRequest(url: server.url("/redirect-to?url=/post&status_code=307"))
+        request.httpMethod = "POST"
+        for upload in ["file", "data"] {
+            let once = OnceBox<(URLResponse?, Error?)>()
+            let complete: @Sendable (URLResponse?, Any?, Error?) -> Void = { response, _, error in
+                once.resolve((response, error))
+            }
+            if upload == "file" {
+                manager.uploadTask(with: request, fromFile: file, completionHandler: complete).resume()
+            } else {
+                manager.uploadTask(with: request, from: body, completionHandler: complete).resume()
+            }
+            let (response, _) = try await once.value(timeout: 30, file: #filePath, line: #line)
+            let requests = server.requests.suffix(LoopbackTestCase.testTransport == .curl ? 2 : 1)
+            if LoopbackTestCase.testTransport == .curl {
+                // Each transfer opens the file anew: the redirect's request carries the whole body again.
+                XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200, upload)
+                XCTAssertEqual(requests.map(\.path), ["/redirect-to", "/post"], upload)
+                XCTAssertEqual(requests.map(\.bodyLength), [body.count, body.count], upload)
+                XCTAssertEqual(requests.last?.body, body.prefix(requests.last?.body.count ?? 0), upload)
+            } else {
+                // URLSession on Linux would follow with an empty body: the 307 is the task's response instead.
+                XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 307, upload)
+                XCTAssertEqual(requests.map(\.path), ["/redirect-to"], upload)
+            }
+        }
+        XCTAssertFalse(server.requests.contains { $0.path == "/post" && $0.bodyLength != body.count })
+    }
+
     func testMultipartUploadSendsFormPartsAndFile() async throws {
         let manager = makeManager()
         let file = temporaryFile()

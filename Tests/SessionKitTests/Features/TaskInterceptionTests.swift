@@ -133,6 +133,24 @@ final class TaskInterceptionTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.map(\.bodyLength), [body.count, body.count], "the whole body, twice")
     }
 
+    func testAFileUploadIsRetriedWithTheWholeFileAgain() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(retry: { request, _ in request.retryCount == 0 ? .retry : .doNotRetry })
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sessionkit-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let body = Data((0..<200_000).map { UInt8($0 % 241) })
+        try body.write(to: file)
+        var request = URLRequest(url: server.url(flakyPath(failures: 1)))
+        request.httpMethod = "POST"
+        let once = OnceBox<(URLResponse?, Error?)>()
+        manager.uploadTask(with: request, fromFile: file) { response, _, error in once.resolve((response, error)) }
+            .resume()
+        let (response, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+        XCTAssertEqual(server.requests.map(\.bodyLength), [body.count, body.count], "the file, read anew")
+    }
+
     func testCancellingBetweenAttemptsCompletesOnceAsCancelled() async throws {
         let manager = makeManager()
         manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })

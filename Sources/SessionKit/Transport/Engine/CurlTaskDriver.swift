@@ -90,9 +90,16 @@ final class CurlTaskDriver: @unchecked Sendable {
     private var backgroundRevalidation: CacheExchange?
     /// The task's client identity, fixed from its first transfer on.
     let clientIdentity: TaskClientIdentity
+    /// The file an upload task sends: opened anew for every transfer (a 307 or 308 redirect, a challenge's next
+    /// round, a retry), since a stream read by one transfer has nothing left for the next.
+    private let bodyFile: URL?
 
-    init(taskIdentifier: Int, request: URLRequest, expectedToSend: Int64, environment: Environment) {
+    init(
+        taskIdentifier: Int, request: URLRequest, bodyFile: URL? = nil, expectedToSend: Int64,
+        environment: Environment
+    ) {
         self.taskIdentifier = taskIdentifier
+        self.bodyFile = bodyFile
         self.originalRequest = request
         self.environment = environment
         self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
@@ -308,6 +315,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             case .send(let planned):
                 request = planned
             }
+        }
+        if let bodyFile, request.httpBody == nil, request.httpBodyStream != nil {
+            request.httpBodyStream = InputStream(url: bodyFile)  // this transfer's own read of the file
         }
         observed.write { $0.currentRequest = request }
         if let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe, pipe.isClaimed {

@@ -48,13 +48,15 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         -> TransportTask?
     {
         guard var request = source.request else { return nil }
+        var bodyFile: URL?
         switch source {
         case .uploadData(_, let data):
             request.httpBody = data
         case .uploadFile(_, let fileURL):
-            // libcurl reads the file as a stream, with an exact Content-Length.
+            // libcurl reads the file as a stream, with an exact Content-Length; each transfer opens it anew.
             request.httpBodyStream = InputStream(url: fileURL)
             if let length = uploadLength { request.setValue(String(length), forHTTPHeaderField: "Content-Length") }
+            bodyFile = fileURL
         default:
             break
         }
@@ -63,7 +65,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             return identifier
         }
         let driver = CurlTaskDriver(
-            taskIdentifier: identifier, request: request, expectedToSend: uploadLength ?? 0,
+            taskIdentifier: identifier, request: request, bodyFile: bodyFile, expectedToSend: uploadLength ?? 0,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
