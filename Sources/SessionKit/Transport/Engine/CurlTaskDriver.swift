@@ -673,7 +673,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
-        if observed.write({ $0.machine.attemptEnded(now: Date()) }), let task {
+        if environment.intercepted, observed.write({ $0.machine.attemptEnded(now: Date()) }), let task {
             environment.sink.task(task, in: environment.session, attemptEndedWith: error) { [self, error] verdict in
                 conclude(verdict, error: error)
             }
