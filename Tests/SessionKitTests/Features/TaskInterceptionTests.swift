@@ -174,7 +174,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
     }
 
     func testATransportErrorIsRetriedOnTheSameTask() async throws {
-        let manager = makeManager(timeout: 0.5)
+        let manager = makeManager(timeout: 1)
         let attempts = LockedBox(0)
         manager.interceptor = Interceptor(
             adapt: { request, _ in
