@@ -156,19 +156,22 @@ final class TaskInterceptionTests: LoopbackTestCase {
         manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })
         let once = OnceBox<Error?>()
         let request = URLRequest(url: server.url(flakyPath(failures: 5)))
-        let task = manager.dataTask(with: request) { _, _, error in
+        var task: URLSessionDataTask? = manager.dataTask(with: request) { _, _, error in
             once.resolve(error)
         }
-        task.resume()
+        weak let released = task
+        task?.resume()
         // The first attempt's answer reached the retrier, which asks for a long wait (the cancel below comes while the
         // task concludes that attempt or waits for the next: both must complete it once, as cancelled).
         for _ in 0..<250 where server.requests.isEmpty { try await Task.sleep(nanoseconds: 20_000_000) }
         try await Task.sleep(nanoseconds: 100_000_000)
-        XCTAssertEqual(task.state, .running, "a task waiting to retry has not completed")
-        task.cancel()
+        XCTAssertEqual(task?.state, .running, "a task waiting to retry has not completed")
+        task?.cancel()
         let error = try await once.value(timeout: 10, file: #filePath, line: #line)
         XCTAssertEqual((error as? URLError)?.code, .cancelled)
-        try await Task.sleep(nanoseconds: 100_000_000)
+        task = nil
+        for _ in 0..<100 where released != nil { try await Task.sleep(nanoseconds: 20_000_000) }
+        XCTAssertNil(released, "a cancelled task waiting to retry is released once its caller lets it go")
         XCTAssertEqual(once.deliveries, 1)
         XCTAssertEqual(server.requests.count, 1, "nothing is sent after the cancel")
     }

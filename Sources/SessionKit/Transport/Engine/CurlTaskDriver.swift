@@ -219,7 +219,10 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The manager's verdict on the attempt that ended with `error` (nil: with its response).
     private func conclude(_ verdict: AttemptVerdict, error: Error?) {
         guard case .retry(let delay) = verdict else { return complete(error) }
-        let retry = DispatchWorkItem { [self] in
+        // Weak: a cancelled timer keeps its block until its deadline, and the task (which the manager's registry
+        // holds until it completes) keeps its driver while it waits.
+        let retry = DispatchWorkItem { [weak self] in
+            guard let self else { return }
             observed.write { $0.retryTimer = nil }
             guard observed.write({ $0.machine.retryNow() }) == .adaptRequest else { return }
             adaptThenStart()
