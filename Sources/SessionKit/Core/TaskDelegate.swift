@@ -200,6 +200,8 @@ final class TaskDelegate: @unchecked Sendable {
             let result: Result<URLRequest, Error>
             do {
                 let adapted = try await interception.interceptor.adapt(request, for: sessionRequest)
+                // What an adapter sets goes on the wire as it is: checked as the task's own request was.
+                if let refusal = HTTPFieldValidation.error(for: adapted) { throw refusal }
                 sessionRequest.adapted(adapted)
                 sessionRequest.attemptStarted()
                 monitor.request(sessionRequest, didAdapt: request, to: adapted)

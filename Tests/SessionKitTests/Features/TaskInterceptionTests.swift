@@ -78,6 +78,21 @@ final class TaskInterceptionTests: LoopbackTestCase {
         XCTAssertTrue(server.requests.isEmpty, "a refused request sends nothing")
     }
 
+    func testAnAdaptedRequestWithAFieldThatCannotGoOnTheWireFailsAndSendsNothing() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            var request = request
+            request.allHTTPHeaderFields = ["Bad Name": "x"]  // not a token: it would split the head on the wire
+            return request
+        })
+        let once = OnceBox<Error?>()
+        manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, error in once.resolve(error) }.resume()
+        let error = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual((error as NSError?)?.domain, SessionKitError.sessionDomain)
+        XCTAssertEqual((error as NSError?)?.code, SessionKitError.Code.invalidRequestField.rawValue)
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
     func testRetryPolicyRetriesTheClosureVerbOnItsOneTask() async throws {
         let manager = makeManager()
         let recorder = RecordingMonitor()
