@@ -192,6 +192,25 @@ final class WireSafetyTests: RawServerTestCase {
         XCTAssertTrue(server.requests.isEmpty)
     }
 
+    func testAFieldASerializerSubclassAddsIsCheckedOnBothVerbForms() async throws {
+        let server = try await start { _ in .respond(RawFaultServer.response()) }
+        let manager = HTTPSessionManager(baseURL: server.url())
+        manager.requestSerializer = FieldAddingSerializer()
+        do {
+            _ = try await manager.get("/x")
+            XCTFail("the subclass's bad header was accepted")
+        } catch {
+            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(error)")
+        }
+        let once = OnceBox<Error?>()
+        manager.get(
+            "/x", parameters: nil, headers: nil, progress: nil, success: { _, _ in once.resolve(nil) },
+            failure: { _, error in once.resolve(error) })
+        let error = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(String(describing: error))")
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
     // MARK: - Malformed responses
 
     func testMalformedResponsesAreBadServerResponsesWithAReason() async throws {
@@ -418,5 +437,16 @@ final class WireSafetyTests: RawServerTestCase {
             return (Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0) / 1024
         }
         return 0
+    }
+}
+
+/// A request serializer whose subclass adds a field that is not a token after the checked default fields.
+private final class FieldAddingSerializer: HTTPRequestSerializer, @unchecked Sendable {
+    override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+        -> URLRequest
+    {
+        var request = try super.request(bySerializingRequest: request, withParameters: parameters)
+        request.setValue("1", forHTTPHeaderField: "X Bad")
+        return request
     }
 }
