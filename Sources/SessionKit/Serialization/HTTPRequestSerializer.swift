@@ -241,7 +241,14 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         // 8k instructions), so the verb every small request uses skips it.
         if method != "GET" { request.httpMethod = method }
         applyRequestProperties(to: &request)
-        return try self.request(bySerializingRequest: request, withParameters: parameters)
+        guard type(of: self) == HTTPRequestSerializer.self else {
+            return try self.request(bySerializingRequest: request, withParameters: parameters)
+        }
+        // This class's own serialization (no subclass overrides it), done in place: handing the request to
+        // `request(bySerializingRequest:withParameters:)` would copy its Foundation storage at the first change
+        // (about 7k instructions).
+        try queryEncode(&request, parameters: parameters)
+        return request
     }
 
     /// Adds the default headers and encodes `parameters` into `request`.
@@ -267,6 +274,12 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
     /// AFNetworking's query and form encoding of `parameters` into `request`.
     func queryEncodedRequest(_ request: URLRequest, parameters: Any?) throws -> URLRequest {
         var request = request
+        try queryEncode(&request, parameters: parameters)
+        return request
+    }
+
+    /// ``queryEncodedRequest(_:parameters:)`` on `request` itself.
+    func queryEncode(_ request: inout URLRequest, parameters: Any?) throws {
         let method = (request.httpMethod ?? "GET").uppercased()
         let (encoding, custom, uriMethods) = state.read {
             ($0.stringEncoding, $0.queryStringSerialization, $0.methodsEncodingParametersInURI)
@@ -294,7 +307,6 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
             }
             request.httpBody = body
         }
-        return request
     }
 
     // MARK: - Multipart
