@@ -442,7 +442,9 @@ final class WireSafetyTests: RawServerTestCase {
 
 /// A request serializer whose subclass adds a field that is not a token after the checked default fields.
 private final class FieldAddingSerializer: HTTPRequestSerializer, @unchecked Sendable {
-    override func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws
+    override func request(
+        bySerializingRequest request: URLRequest, withParameters parameters: Any?
+    ) throws
         -> URLRequest
     {
         var request = try super.request(bySerializingRequest: request, withParameters: parameters)
