@@ -241,44 +241,48 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         // 8k instructions), so the verb every small request uses skips it.
         if method != "GET" { request.httpMethod = method }
         applyRequestProperties(to: &request)
-        guard type(of: self) == HTTPRequestSerializer.self else {
+        let kind = type(of: self)
+        guard
+            kind == HTTPRequestSerializer.self || kind == JSONRequestSerializer.self
+                || kind == PropertyListRequestSerializer.self
+        else {
             return try self.request(bySerializingRequest: request, withParameters: parameters)
         }
-        // This class's own serialization (no subclass overrides it), done in place: handing the request to
+        // SessionKit's own serialization (no subclass overrides it), done in place: handing the request to
         // `request(bySerializingRequest:withParameters:)` would copy its Foundation storage at the first change
         // (about 7k instructions).
-        try queryEncode(&request, parameters: parameters)
+        try serialize(&request, parameters: parameters)
         return request
+    }
+
+    /// What ``request(bySerializingRequest:withParameters:)`` does, on `request` itself: each of SessionKit's own
+    /// serializers gives its encoding here too.
+    func serialize(_ request: inout URLRequest, parameters: Any?) throws {
+        try queryEncode(&request, parameters: parameters)
     }
 
     /// Adds the default headers and encodes `parameters` into `request`.
     open func request(bySerializingRequest request: URLRequest, withParameters parameters: Any?) throws -> URLRequest {
-        try queryEncodedRequest(request, parameters: parameters)
-    }
-
-    /// For body serializers: the query encoding for URI methods; otherwise the default headers, `contentType` when
-    /// there are parameters and the request has none, and the body `encode` makes of the parameters.
-    func bodyEncodedRequest(
-        _ request: URLRequest, parameters: Any?, contentType: String, encode: (Any) throws -> Data
-    ) throws -> URLRequest {
-        if encodesParametersInURI(request.httpMethod) {
-            return try queryEncodedRequest(request, parameters: parameters)
-        }
-        var request = request
-        applyDefaultHeaders(to: &request, contentType: parameters == nil ? nil : contentType)
-        guard let original = parameters else { return request }
-        request.httpBody = try encode(try Self.propertyListValue(original))
-        return request
-    }
-
-    /// AFNetworking's query and form encoding of `parameters` into `request`.
-    func queryEncodedRequest(_ request: URLRequest, parameters: Any?) throws -> URLRequest {
         var request = request
         try queryEncode(&request, parameters: parameters)
         return request
     }
 
-    /// ``queryEncodedRequest(_:parameters:)`` on `request` itself.
+    /// For body serializers, on `request` itself: the query encoding for URI methods; otherwise the default headers,
+    /// `contentType` when there are parameters and the request has none, and the body `encode` makes of the
+    /// parameters.
+    func bodyEncode(
+        _ request: inout URLRequest, parameters: Any?, contentType: String, encode: (Any) throws -> Data
+    ) throws {
+        if encodesParametersInURI(request.httpMethod) {
+            return try queryEncode(&request, parameters: parameters)
+        }
+        applyDefaultHeaders(to: &request, contentType: parameters == nil ? nil : contentType)
+        guard let original = parameters else { return }
+        request.httpBody = try encode(try Self.propertyListValue(original))
+    }
+
+    /// AFNetworking's query and form encoding of `parameters` into `request` itself.
     func queryEncode(_ request: inout URLRequest, parameters: Any?) throws {
         let method = (request.httpMethod ?? "GET").uppercased()
         let (encoding, custom, uriMethods) = state.read {

@@ -51,8 +51,15 @@ open class JSONRequestSerializer: HTTPRequestSerializer, @unchecked Sendable {
     ) throws
         -> URLRequest
     {
+        var request = request
+        try serialize(&request, parameters: parameters)
+        return request
+    }
+
+    /// The JSON encoding, on `request` itself.
+    override func serialize(_ request: inout URLRequest, parameters: Any?) throws {
         let options = writingOptions
-        return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/json") { value in
+        try bodyEncode(&request, parameters: parameters, contentType: "application/json") { value in
             // `JSONSerialization` recurses without bound: the depth is measured first, without recursion, and a deep
             // value within the limit is written on a thread with a large stack.
             let depth = NestingLimit.depth(of: value)

@@ -80,8 +80,15 @@ open class PropertyListRequestSerializer: HTTPRequestSerializer, @unchecked Send
     ) throws
         -> URLRequest
     {
+        var request = request
+        try serialize(&request, parameters: parameters)
+        return request
+    }
+
+    /// The property-list encoding, on `request` itself.
+    override func serialize(_ request: inout URLRequest, parameters: Any?) throws {
         let (format, writeOptions) = options.read { ($0.format, $0.writeOptions) }
-        return try bodyEncodedRequest(request, parameters: parameters, contentType: "application/x-plist") { value in
+        try bodyEncode(&request, parameters: parameters, contentType: "application/x-plist") { value in
             // `PropertyListSerialization` recurses without bound: the depth is measured first, without recursion,
             // and a deep value within the limit is written on a thread with a large stack.
             let depth = NestingLimit.depth(of: value)
