@@ -210,17 +210,16 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         success: Success?,
         failure: Failure?
     ) -> URLSessionDataTask? {
-        let built: (request: URLRequest, fieldsChecked: Bool)
+        let request: URLRequest
         do {
-            built = try buildCheckedRequest(
-                method: method, urlString: urlString, parameters: parameters, headers: headers)
+            request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
         } catch {
             reportBuildFailure(error, failure: failure)
             return nil
         }
         let task = makeTask(
-            .data(built.request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
-            fieldsChecked: built.fieldsChecked, completion: Self.verbCompletion(success: success, failure: failure))
+            .data(request), uploadProgress: uploadProgress, downloadProgress: downloadProgress,
+            completion: Self.verbCompletion(success: success, failure: failure))
         return task as? URLSessionDataTask
     }
 
@@ -403,32 +402,17 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
     ) throws
         -> URLRequest
     {
-        try buildCheckedRequest(method: method, urlString: urlString, parameters: parameters, headers: headers).request
-    }
-
-    /// The request of a verb, and whether its method and fields are all checked already: true when SessionKit's own
-    /// request serializer (exactly one of its classes) built it, since those add only the checked
-    /// ``HTTPRequestSerializer/httpRequestHeaders`` and constant fields; a subclass may add any, so its requests are
-    /// checked again when their task is made.
-    func buildCheckedRequest(
-        method: String, urlString: String, parameters: Any?, headers: [String: String]?
-    ) throws -> (request: URLRequest, fieldsChecked: Bool) {
-        let serializer = requestSerializer
         // URLRequest on Linux drops a value with CR, LF or NUL without a word: check before it sees them.
         if let error = HTTPFieldValidation.error(forMethod: method)
-            ?? HTTPFieldValidation.error(forFields: serializer.httpRequestHeaders)
+            ?? HTTPFieldValidation.error(forFields: requestSerializer.httpRequestHeaders)
             ?? HTTPFieldValidation.error(forFields: headers ?? [:])
         {
             throw error
         }
-        var request = try serializer.request(
+        var request = try requestSerializer.request(
             withMethod: method, urlString: try absoluteURLString(urlString), parameters: parameters)
         Self.apply(headers, to: &request)
-        let kind = type(of: serializer)
-        let own =
-            kind == HTTPRequestSerializer.self || kind == JSONRequestSerializer.self
-            || kind == PropertyListRequestSerializer.self
-        return (request, own)
+        return request
     }
 
     private static func apply(_ headers: [String: String]?, to request: inout URLRequest) {
@@ -479,10 +463,8 @@ open class HTTPSessionManager: URLSessionManager, @unchecked Sendable {
         responseSerializer: URLResponseSerialization? = nil,
         interceptor: (any RequestInterceptor)? = nil
     ) async throws -> HTTPResult {
-        let (request, fieldsChecked) = try buildCheckedRequest(
-            method: method, urlString: urlString, parameters: parameters, headers: headers)
-        return try await perform(
-            request, interceptor: interceptor, responseSerializer: responseSerializer, fieldsChecked: fieldsChecked)
+        let request = try buildRequest(method: method, urlString: urlString, parameters: parameters, headers: headers)
+        return try await perform(request, interceptor: interceptor, responseSerializer: responseSerializer)
     }
 
     private func decode<T: Decodable>(

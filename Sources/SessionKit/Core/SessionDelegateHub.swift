@@ -58,12 +58,10 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         newRequest request: URLRequest,
         completionHandler: @escaping (URLRequest?) -> Void
     ) {
-        // URLSession on Linux (FoundationNetworking 6.3) follows a 307 or 308 with an empty body in place of the one
-        // the task sent. Rather than send the request without its body, the redirect is not followed: its response
-        // is the task's, and the caller sees the 307 or 308.
-        if response.statusCode == 307 || response.statusCode == 308, task.countOfBytesSent > 0 {
-            return completionHandler(nil)
-        }
+        // URLSession on Linux (FoundationNetworking 6.3) sends a followed request with an empty body in place of the
+        // one the task sent (a 307 or 308, a PUT answered by a 301). Rather than send the request without its body,
+        // such a redirect is not followed, whatever the override would say: its response is the task's.
+        if Self.losesBody(of: task, redirectedTo: request) { return completionHandler(nil) }
         var decided =
             overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
             ?? request
@@ -151,6 +149,18 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
         telemetry?.complete(task, error: error)
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
+    }
+
+    /// Whether following a redirect of `task` to `request` would send `request` without the body the redirected
+    /// request carried: the redirected request has a body (an upload task, or a body of its own) and a method that
+    /// sends one, and so does `request` (a redirect that becomes a GET drops the body, as it should).
+    static func losesBody(of task: URLSessionTask, redirectedTo request: URLRequest) -> Bool {
+        let bodiless: Set<String> = ["GET", "HEAD"]
+        guard let current = task.currentRequest,
+            !bodiless.contains((current.httpMethod ?? "GET").uppercased()),
+            !bodiless.contains((request.httpMethod ?? "GET").uppercased())
+        else { return false }
+        return task is URLSessionUploadTask || current.httpBody != nil || current.httpBodyStream != nil
     }
 
     /// A `URLError` of `code` saying `reason`, with the task's URL.

@@ -23,23 +23,8 @@ extension URLSessionManager {
         responseSerializer: URLResponseSerialization? = nil,
         onCreate: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> HTTPResult {
-        try await perform(
-            request, interceptor: interceptor, responseSerializer: responseSerializer, fieldsChecked: false,
-            onCreate: onCreate)
-    }
-
-    /// ``perform(_:interceptor:responseSerializer:onCreate:)``; `fieldsChecked` when the request's method and fields
-    /// were checked already (``HTTPSessionManager``'s verbs build them from checked parts).
-    func perform(
-        _ request: URLRequest,
-        interceptor: (any RequestInterceptor)?,
-        responseSerializer: URLResponseSerialization?,
-        fieldsChecked: Bool,
-        onCreate: @escaping @Sendable (SessionRequest) -> Void = { _ in }
-    ) async throws -> HTTPResult {
         let (outcome, sessionRequest) = try await runPipeline(
-            request, interceptor: interceptor, responseSerializer: responseSerializer, fieldsChecked: fieldsChecked,
-            created: onCreate)
+            request, interceptor: interceptor, responseSerializer: responseSerializer, created: onCreate)
         guard let received = outcome.received, received.isHTTP else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])
         }
@@ -51,11 +36,8 @@ extension URLSessionManager {
     /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed body). Returns the
     /// successful attempt's outcome.
     ///
-    /// - Parameters:
-    ///   - announcesTasks: Whether the attempts' tasks post AFNetworking's resume and completion notifications; false
-    ///     for the calls that hand out no task-shaped result (the HTTP core API, `bytes(for:)`).
-    ///   - fieldsChecked: Whether `request`'s method and fields were checked already; an adapted request is checked
-    ///     again whatever this says.
+    /// - Parameter announcesTasks: Whether the attempts' tasks post AFNetworking's resume and completion
+    ///   notifications; false for the calls that hand out no task-shaped result (the HTTP core API, `bytes(for:)`).
     func runPipeline(
         _ request: URLRequest,
         interceptor extra: (any RequestInterceptor)?,
@@ -63,11 +45,9 @@ extension URLSessionManager {
         streamSink: DataStreamSink? = nil,
         bodyFile: URL? = nil,
         announcesTasks: Bool = true,
-        fieldsChecked: Bool = false,
         created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
-        let fieldsChecked = fieldsChecked && interceptor == nil
         let monitor = CompositeEventMonitor(monitors: eventMonitors)
         let sessionRequest = SessionRequest(request)
         let current = Protected<URLSessionTask?>(nil)
@@ -113,7 +93,7 @@ extension URLSessionManager {
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
                     responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile,
-                    announces: announcesTasks, fieldsChecked: fieldsChecked)
+                    announces: announcesTasks)
                 sessionRequest.attemptEnded(response: outcome.received)
                 guard let error = outcome.error else {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
@@ -158,8 +138,7 @@ extension URLSessionManager {
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink?,
         bodyFile: URL?,
-        announces: Bool,
-        fieldsChecked: Bool
+        announces: Bool
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
             let task = makeTask(
@@ -167,7 +146,7 @@ extension URLSessionManager {
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
                 // The completion below runs no caller code: it resumes this Swift task where the outcome is ready.
-                completesInPlace: true, announces: announces, fieldsChecked: fieldsChecked
+                completesInPlace: true, announces: announces
             ) { outcome in
                 // A failure before the head leaves a stream's sink open, for a retry; the pipeline's caller ends it
                 // with the request's final error.

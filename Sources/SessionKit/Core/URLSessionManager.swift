@@ -676,7 +676,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         observation: TaskDelegate.Observation? = nil,
         completesInPlace: Bool = false,
         announces: Bool = true,
-        fieldsChecked: Bool = false,
         completion: @escaping @Sendable (TaskOutcome) -> Void
     ) -> URLSessionTask {
         var source = source
@@ -717,7 +716,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         let connection = connectionOptions
         if let request = source.request,
-            let refusal = (fieldsChecked ? nil : HTTPFieldValidation.error(for: request)) ?? additionalHeadersError
+            let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
                 ?? taskTransport.refusal(for: request, connection: connection)
                 ?? (identity != nil ? taskTransport.clientIdentityRefusal : nil)

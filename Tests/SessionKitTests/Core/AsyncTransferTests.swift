@@ -99,6 +99,16 @@ final class AsyncTransferTests: LoopbackTestCase {
             }
         }
         XCTAssertFalse(server.requests.contains { $0.path == "/post" && $0.bodyLength != body.count })
+        // A 303 turns the upload into a GET: the 308 after it is followed on both transports (no body to lose).
+        let inner = "/redirect-to?url=/get&status_code=308".addingPercentEncoding(
+            withAllowedCharacters: .alphanumerics)!
+        request.url = server.url("/redirect-to?url=\(inner)&status_code=303")
+        let once = OnceBox<(URLResponse?, Error?)>()
+        manager.uploadTask(with: request, from: body) { response, _, error in once.resolve((response, error)) }.resume()
+        let (response, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+        XCTAssertEqual(server.requests.last?.path, "/get")
     }
 
     func testMultipartUploadSendsFormPartsAndFile() async throws {

@@ -192,6 +192,23 @@ final class WireSafetyTests: RawServerTestCase {
         XCTAssertTrue(server.requests.isEmpty)
     }
 
+    func testARequestTheRedirectClosureReturnsIsCheckedBeforeItIsSent() async throws {
+        let server = try await start { request in
+            request.target == "/start"
+                ? .respond(RawFaultServer.response(status: 307, headers: ["Location: /next"]))
+                : .respond(RawFaultServer.response())
+        }
+        let manager = manager(transport: .curl)
+        manager.taskWillPerformHTTPRedirection = { _, _, _, request in
+            var request = request
+            request.allHTTPHeaderFields = ["X Bad": "1"]
+            return request
+        }
+        let (_, error) = try await run(manager, URLRequest(url: server.url("/start")))
+        XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(String(describing: error))")
+        XCTAssertEqual(server.requests.map(\.target), ["/start"], "the redirect's request was not sent")
+    }
+
     func testAFieldASerializerSubclassAddsIsCheckedOnBothVerbForms() async throws {
         let server = try await start { _ in .respond(RawFaultServer.response()) }
         let manager = HTTPSessionManager(baseURL: server.url())

@@ -71,6 +71,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         var progressSource: (@Sendable () -> Progress)?
         /// The retry delay's timer, while the task waits to send its request again.
         var retryTimer: DispatchWorkItem?
+        /// The stream of ``bodyFile`` the last transfer read (the task's own, as opposed to one an adapter or a
+        /// redirect closure put in its place).
+        var fileStream: InputStream?
     }
 
     /// The task's identifier, unique in its manager.
@@ -106,7 +109,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         self.observed = Protected(
             Observed(
                 machine: RequestMachine(intercepted: environment.intercepted), currentRequest: request,
-                bytesExpectedToSend: expectedToSend))
+                bytesExpectedToSend: expectedToSend, fileStream: bodyFile == nil ? nil : request.httpBodyStream))
         cache = environment.settings.cache.map { CacheExchange(cache: $0, policy: environment.policy) }
         // The box, not the driver: the transfer may outlive the task, and a weak reference costs at every callback.
         flowControl = FlowControl(callerHolds: { [observed] in observed.read { $0.machine.isPaused } })
@@ -319,8 +322,13 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request = planned
             }
         }
-        if let bodyFile, request.httpBody == nil, request.httpBodyStream != nil {
-            request.httpBodyStream = InputStream(url: bodyFile)  // this transfer's own read of the file
+        if let bodyFile, let stream = request.httpBodyStream, stream === observed.read({ $0.fileStream }) {
+            // This transfer's own read of the file, with its size now (a stream another party set is left as it is).
+            let fresh = InputStream(url: bodyFile)
+            request.httpBodyStream = fresh
+            observed.write { $0.fileStream = fresh }
+            let size = try? FileManager.default.attributesOfItem(atPath: bodyFile.path)[.size] as? NSNumber
+            if let size { request.setValue(size.stringValue, forHTTPHeaderField: "Content-Length") }
         }
         observed.write { $0.currentRequest = request }
         if let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe, pipe.isClaimed {
@@ -627,6 +635,8 @@ final class CurlTaskDriver: @unchecked Sendable {
                 task, in: environment.session, willPerformHTTPRedirection: response,
                 newRequest: proposed)
             {
+                // The manager's closure may return any request: it goes on the wire only if it could have been made.
+                if let refusal = HTTPFieldValidation.error(for: next) { return complete(refusal) }
                 startNext(next)
             } else {
                 deliverHead(response, of: task)
