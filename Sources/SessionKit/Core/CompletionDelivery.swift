@@ -43,17 +43,16 @@ struct CompletionDelivery {
             return complete(
                 task: task, received: received, data: data, object: nil, fileURL: fileURL, error: chosenError)
         }
-        let observation = self.observation
-        let finish: @Sendable (Serialized) -> Void = { [self] result in
-            if finalError == nil, let observation {
-                observation.monitor.request(observation.request, didSerialize: result.object, error: result.error)
-            }
-            complete(
-                task: task, received: received, data: data, object: result.object, fileURL: fileURL,
-                error: result.error)
+        let body = fileURL == nil ? data : nil
+        if let result = (finalError == nil ? serialized : nil)
+            ?? serializedWithoutReading(received: received, body: body, error: finalError)
+        {
+            return finish(task: task, received: received, data: data, fileURL: fileURL, error: finalError, result)
         }
-        if let serialized, finalError == nil { return finish(serialized) }
-        serialize(received: received, data: data, fileURL: fileURL, error: finalError, then: finish)
+        delivery.processingQueue.async { [self] in
+            let result = serializedReading(received: received, body: body)
+            finish(task: task, received: received, data: data, fileURL: fileURL, error: nil, result)
+        }
     }
 
     /// What the response serializer makes of `received` and its body: made here when no body has to be read (an
@@ -64,47 +63,69 @@ struct CompletionDelivery {
         then: @escaping @Sendable (Serialized) -> Void
     ) {
         let body = fileURL == nil ? data : nil
-        // What a serializer of SessionKit's own makes of a head not yet built into an `HTTPURLResponse`; nil when it
-        // needs the whole response. The plain HTTP serializer reads no body for it, so it may decide here.
-        let serializer = delivery.responseSerializer as? HTTPResponseSerializer
-        let head = received.flatMap { received in
-            received.isBuilt ? nil : received.fieldLines.map { (status: received.statusCode, lines: $0) }
+        if let result = serializedWithoutReading(received: received, body: body, error: finalError) {
+            return then(result)
         }
-        let decidesWithoutBody = serializer.map { type(of: $0) == HTTPResponseSerializer.self } ?? false
-        let objectFromHead: @Sendable () -> Any?? = {
-            guard let head, let serializer else { return nil }
-            return serializer.objectWithoutResponse(
-                statusCode: head.status, mimeType: { MIMEType.ofContentType(head.lines) }, data: body)
+        delivery.processingQueue.async { [self] in then(serializedReading(received: received, body: body)) }
+    }
+
+    /// Tells the monitor what the serializer made of a response that came (`error` nil), then completes.
+    private func finish(
+        task: URLSessionTask, received: ReceivedResponse?, data: Data, fileURL: URL?, error: NSError?,
+        _ result: Serialized
+    ) {
+        if error == nil, let observation {
+            observation.monitor.request(observation.request, didSerialize: result.object, error: result.error)
         }
-        if let finalError {
-            return then((nil, Self.swiftError(finalError)))
-        } else if delivery.responseSerializer is UnvalidatedResponseSerializer {
+        complete(
+            task: task, received: received, data: data, object: result.object, fileURL: fileURL, error: result.error)
+    }
+
+    /// The result that needs no reading of the body (an error, a serializer that reads nothing, a status that alone
+    /// decides for the plain HTTP serializer); nil when the serializer must read the body.
+    private func serializedWithoutReading(received: ReceivedResponse?, body: Data?, error: NSError?) -> Serialized? {
+        if let error { return (nil, Self.swiftError(error)) }
+        if delivery.responseSerializer is UnvalidatedResponseSerializer {
             // A serializer that never reads the response (the HTTP core API's, a stream's) is not asked: the
             // response's Foundation object is then built only if the caller asks for it.
-            return then((nil, nil))
-        } else if decidesWithoutBody, let passed = objectFromHead() {
-            // The head decided, and this serializer reads no body: no `HTTPURLResponse`, no processing-queue hop.
-            return then((passed, nil))
+            return (nil, nil)
         }
-        let serializerToRun = delivery.responseSerializer
-        delivery.processingQueue.async {
-            var object: Any?
-            var resultError: Error?
-            do {
-                // Asked once: the plain HTTP serializer's answer was nil already (on the delegate queue).
-                if !decidesWithoutBody, let passed = objectFromHead() {
-                    object = passed  // validated from the head (the JSON serializer's success): no `HTTPURLResponse`
-                } else {
-                    object = try serializerToRun.responseObject(for: received?.urlResponse, data: body)
-                }
-            } catch {
-                resultError = error
-                // As AFNetworking: what the serializer still made of a body whose status failed goes to the
-                // completion handler and the notification, next to the error.
-                object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
+        // The plain HTTP serializer reads no body: when the head decides, no `HTTPURLResponse`, no processing-queue
+        // hop.
+        guard let serializer = delivery.responseSerializer as? HTTPResponseSerializer,
+            type(of: serializer) == HTTPResponseSerializer.self,
+            let passed = Self.objectFromHead(of: received, by: serializer, body: body)
+        else { return nil }
+        return (passed, nil)
+    }
+
+    /// The serializer's result on the whole response (the processing queue's work).
+    private func serializedReading(received: ReceivedResponse?, body: Data?) -> Serialized {
+        let serializer = delivery.responseSerializer
+        do {
+            // The JSON serializer's success, validated from the head: no `HTTPURLResponse`. The plain HTTP
+            // serializer's answer from the head was nil already (on the delegate queue): not asked twice.
+            if let own = serializer as? HTTPResponseSerializer, type(of: own) != HTTPResponseSerializer.self,
+                let passed = Self.objectFromHead(of: received, by: own, body: body)
+            {
+                return (passed, nil)
             }
-            then((object, resultError))
+            return (try serializer.responseObject(for: received?.urlResponse, data: body), nil)
+        } catch {
+            // As AFNetworking: what the serializer still made of a body whose status failed goes to the completion
+            // handler and the notification, next to the error.
+            return ((error as NSError).userInfo[SessionKitError.failingResponseObjectKey], error)
         }
+    }
+
+    /// What a serializer of SessionKit's own makes of a head not yet built into an `HTTPURLResponse`; nil when it
+    /// needs the whole response.
+    private static func objectFromHead(
+        of received: ReceivedResponse?, by serializer: HTTPResponseSerializer, body: Data?
+    ) -> Any?? {
+        guard let received, !received.isBuilt, let lines = received.fieldLines else { return nil }
+        return serializer.objectWithoutResponse(
+            statusCode: received.statusCode, mimeType: { MIMEType.ofContentType(lines) }, data: body)
     }
 
     /// Hands the outcome to the completion (on the completion queue, or in place), and posts the notification.
