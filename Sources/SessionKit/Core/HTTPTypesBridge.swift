@@ -82,12 +82,29 @@ enum HTTPTypesBridge {
     /// Field lines as received, as `HTTPFields` (a name that is not a token is dropped).
     static func fields(from lines: [(String, String)]) -> HTTPFields {
         var fields = HTTPFields()
+        fields.reserveCapacity(lines.count)
         for (name, value) in lines {
-            guard let fieldName = HTTPField.Name(name) else { continue }
+            guard let fieldName = knownNames[name] ?? HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         return fields
     }
+
+    /// The names most responses carry, already checked and lowercased, by their exact spelling (as HTTP/1.1 servers
+    /// usually write them, and lowercase as HTTP/2 sends them): the same `HTTPField.Name` that
+    /// `HTTPField.Name(_:)` makes of that spelling, without checking and lowercasing it for every response.
+    private static let knownNames: [String: HTTPField.Name] = {
+        let spellings = [
+            "Date", "Server", "Content-Type", "Content-Length", "Connection", "Transfer-Encoding", "Content-Encoding",
+            "Cache-Control", "ETag", "Last-Modified", "Expires", "Age", "Vary", "Location", "Set-Cookie", "Keep-Alive",
+            "Accept-Ranges", "Access-Control-Allow-Origin", "Strict-Transport-Security", "X-Content-Type-Options",
+        ]
+        var names: [String: HTTPField.Name] = [:]
+        for spelling in spellings + spellings.map { $0.lowercased() } {
+            names[spelling] = HTTPField.Name(spelling)
+        }
+        return names
+    }()
 
     /// `fields` as lines (request trailers).
     static func lines(from fields: HTTPFields) -> [(String, String)] {

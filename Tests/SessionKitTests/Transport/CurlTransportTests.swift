@@ -28,6 +28,29 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertTrue(head.data.isEmpty)
     }
 
+    /// Easy handles are kept and reset between transfers (`CurlHandlePool`): a request on a kept handle carries
+    /// nothing of the one before it, neither its method, its "no body" (HEAD), nor its fields. Round after round, the
+    /// handles of earlier rounds come back.
+    func testAKeptEasyHandleCarriesNothingIntoTheNextRequest() async throws {
+        let manager = makeManager(transport: .curl)
+        manager.responseSerializer = HTTPResponseSerializer()
+        for round in 0..<4 {
+            let deleted = try await manager.request("DELETE", "/anything", parameters: nil)
+            XCTAssertEqual(server.requests.last?.method, "DELETE", "round \(round)")
+            XCTAssertEqual(deleted.statusCode, 200)
+            let got = try await manager.get("/anything", headers: ["X-Once": "\(round)"])
+            XCTAssertEqual(server.requests.last?.method, "GET", "the last request's method stays with it")
+            XCTAssertEqual(server.requests.last?.header("X-Once"), "\(round)")
+            XCTAssertFalse(got.data.isEmpty)
+            let head = try await manager.head("/get")
+            XCTAssertTrue(head.data.isEmpty)
+            let after = try await manager.get("/get")
+            XCTAssertEqual(server.requests.last?.method, "GET")
+            XCTAssertNil(server.requests.last?.header("X-Once"), "a field of an earlier request is not sent again")
+            XCTAssertFalse(after.data.isEmpty, "a HEAD's no-body setting stays with the HEAD")
+        }
+    }
+
     func testStatusFailureGzipAndLargeBody() async throws {
         let manager = makeManager(transport: .curl)
         do {
@@ -600,6 +623,25 @@ final class CurlPinningTests: XCTestCase {
         policy.allowInvalidCertificates = true
         let result = try await manager(policy).get("/get")
         XCTAssertEqual(result.statusCode, 200)
+    }
+
+    /// A kept handle that carried a transfer one policy accepted gets the next transfer's policy in its handshake:
+    /// the other manager's policy, which refuses the server, still refuses it, round after round.
+    func testAPolicyRefusesTheServerAfterAnotherPolicyAcceptedItOnAKeptHandle() async throws {
+        let trusting = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [try der("root-ca")])
+        trusting.allowInvalidCertificates = true
+        let refusing = SecurityPolicy(pinnedPublicKeyHashes: ["sha256/AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="])
+        refusing.allowInvalidCertificates = true
+        for _ in 0..<3 {
+            let accepted = try await manager(trusting).get("/get")
+            XCTAssertEqual(accepted.statusCode, 200)
+            do {
+                _ = try await manager(refusing).get("/get")
+                XCTFail("the refusing policy must fail the handshake")
+            } catch {
+                XCTAssertEqual((error as NSError).code, URLError.serverCertificateUntrusted.rawValue)
+            }
+        }
     }
 
     func testWrongPinsSendNoRequestBytes() async throws {

@@ -28,6 +28,8 @@ final class CurlEngine: @unchecked Sendable {
     /// Operations for the engine thread; `closed` once the engine retired (it then takes none).
     private let pending = Protected<(operations: [Operation], closed: Bool)>(([], false))
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    /// The emptied list of the last pass, whose storage the next pass hands to `pending` (engine thread).
+    private var spareOperations: [Operation] = []
     /// Stream connections by easy handle, from the start of their connection to the end of their task.
     private var streams: [UnsafeMutableRawPointer: CurlStreamConnection] = [:]
 
@@ -164,10 +166,11 @@ final class CurlEngine: @unchecked Sendable {
         var running: Int32 = 0
         var idleSince: Date?
         while true {
-            for operation in pending.write({ pending -> [Operation] in
-                defer { pending.operations.removeAll() }
-                return pending.operations
-            }) {
+            // The list and an empty one trade places, each keeping its storage: no allocation per operation.
+            var operations: [Operation] = []
+            swap(&operations, &spareOperations)
+            pending.write { swap(&$0.operations, &operations) }
+            for operation in operations {
                 switch operation {
                 case .add(let transfer):
                     if curl_multi_add_handle(multi, transfer.easy) == CURLM_OK {
@@ -190,6 +193,8 @@ final class CurlEngine: @unchecked Sendable {
                     }
                 }
             }
+            operations.removeAll(keepingCapacity: true)
+            swap(&operations, &spareOperations)
             curl_multi_perform(multi, &running)
             var queued: Int32 = 0
             var ended = false

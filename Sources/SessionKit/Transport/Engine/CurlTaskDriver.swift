@@ -454,7 +454,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - Events (engine thread, then the delegate queue)
 
     private func enqueue(_ event: Event) {
-        observed.write { $0.events.append(event) }
+        observed.write { observed in
+            // A transfer's usual events (head, body, timings, end) in one allocation rather than three.
+            if observed.events.isEmpty { observed.events.reserveCapacity(4) }
+            observed.events.append(event)
+        }
     }
 
     /// Called by the engine at the end of a pass: one hop to the delegate queue for all the pass produced.
@@ -473,7 +477,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         let events = observed.write { observed -> [Event] in
             observed.drainScheduled = false
-            defer { observed.events.removeAll(keepingCapacity: true) }
+            // Handed over whole: keeping its capacity here would copy it, since the drain holds it.
+            defer { observed.events = [] }
             return observed.events
         }
         for event in events {

@@ -169,7 +169,7 @@ final class CurlTransfer: @unchecked Sendable {
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(),
         identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil
     ) {
-        guard let url = request.url, let easy = curl_easy_init() else { return nil }
+        guard let url = request.url, let easy = CurlHandlePool.take() else { return nil }
         let unixSocket =
             UnixSocketURL.isUnixSocket(url)
             ? UnixSocketURL(url, hostField: request.value(forHTTPHeaderField: "Host")) : nil
@@ -223,7 +223,8 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     deinit {
-        curl_easy_cleanup(easy)
+        // Detached from the multi handle by now: the engine holds a transfer until it removed its handle.
+        if endedWell && !sendsBody { CurlHandlePool.recycle(easy) } else { curl_easy_cleanup(easy) }
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
         if let connectToList { curl_slist_free_all(connectToList) }
@@ -233,6 +234,9 @@ final class CurlTransfer: @unchecked Sendable {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, unixSocket?.curlURL ?? url.absoluteString)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
+        // No TLS session is kept in the handle, for the origin or a proxy: each handshake is checked by the policy,
+        // and a kept handle (``CurlHandlePool``) starts with nothing from its last transfer.
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
         let method = (request.httpMethod ?? "GET").uppercased()
         if method == "HEAD" {
@@ -241,6 +245,7 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_CUSTOMREQUEST, method)
         }
         let httpBody = request.httpBody
+        sendsBody = httpBody != nil || request.httpBodyStream != nil
         if httpBody == nil, let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe {
             configure(pipe)
         } else if httpBody == nil, let stream = request.httpBodyStream {
@@ -305,7 +310,6 @@ final class CurlTransfer: @unchecked Sendable {
         if isTLS {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
-            _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
             _ = sk_curl_easy_setopt_ssl_ctx_callback(easy, HandshakeCheck.sslContextCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SSL_CTX_DATA, Unmanaged.passUnretained(handshake).toOpaque())
             // HTTP/2 when the server offers it by ALPN; a request waits for a connection being set up rather
@@ -343,6 +347,10 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Set when the body's pipe was used by an earlier transfer: it is never sent twice.
     private var pipeRefused = false
+    /// Whether the request has a body (its handle is then never kept, see ``CurlHandlePool``).
+    private var sendsBody = false
+    /// Whether libcurl ended the transfer without an error (set on the engine thread, read in `deinit`).
+    private var endedWell = false
 
     /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine).
     func wakeOnBody(_ wake: @escaping @Sendable () -> Void) {
@@ -649,6 +657,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
+        endedWell = code == CURLE_OK
         connectionObserver?.transferEnded()
         events.timings(timings())
         hasQueuedEvents = true

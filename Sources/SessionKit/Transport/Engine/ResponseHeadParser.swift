@@ -42,7 +42,9 @@ struct ResponseHeadParser {
                 return .malformed("the status line is not HTTP's: \"\(Self.excerpt(line))\"")
             }
             self.status = status
+            // One allocation for a usual head, rather than one per doubling.
             fields = []
+            fields.reserveCapacity(16)
             return .status(status)
         }
         switch Self.fieldLine(line) {
