@@ -126,7 +126,8 @@ let package = Package(
         .testTarget(
             name: "SessionKitTests",
             dependencies: [
-                "SessionKit", "SessionKitTestSupport", "CCurl", .product(name: "Logging", package: "swift-log"),
+                "SessionKit", "SessionKitTestSupport", "CCurl", "COpenSSL",
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),

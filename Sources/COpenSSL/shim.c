@@ -112,12 +112,21 @@ SSL_CTX *sk_ssl_client_context(int min_version, int max_version) {
     }
     SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_session_cache_mode(context, SSL_SESS_CACHE_OFF);
+    sk_ssl_ctx_refuse_renegotiation(context);
 #ifdef SSL_OP_IGNORE_UNEXPECTED_EOF
     // OpenSSL 3 reports a peer that closes without close_notify as an error (SSL_ERROR_SSL, "unexpected eof");
     // read it as the end of stream, as libcurl reports it on a stream that was TLS from the start.
     SSL_CTX_set_options(context, SSL_OP_IGNORE_UNEXPECTED_EOF);
 #endif
     return context;
+}
+
+void sk_ssl_ctx_refuse_renegotiation(SSL_CTX *context) {
+    SSL_CTX_set_options(context, SSL_OP_NO_RENEGOTIATION);
+}
+
+int sk_ssl_ctx_refuses_renegotiation(SSL_CTX *context) {
+    return (SSL_CTX_get_options(context) & SSL_OP_NO_RENEGOTIATION) != 0 ? 1 : 0;
 }
 
 int sk_ssl_set_host_name(SSL *ssl, const char *name) {

@@ -336,10 +336,15 @@ enum Measurement {
     }
 
     /// The session configuration every client uses: `.default`, or without a URL cache when
-    /// `SESSIONKIT_BENCH_NO_CACHE` is set (to tell URLSession's own growth from SessionKit's).
+    /// `SESSIONKIT_BENCH_NO_CACHE` is set (to tell URLSession's own growth from SessionKit's), with
+    /// `httpMaximumConnectionsPerHost` from `SESSIONKIT_BENCH_CONNECTIONS` when set (URLSession's default is 6).
     static var configuration: URLSessionConfiguration {
         let configuration = URLSessionConfiguration.default
-        if ProcessInfo.processInfo.environment["SESSIONKIT_BENCH_NO_CACHE"] != nil { configuration.urlCache = nil }
+        let environment = ProcessInfo.processInfo.environment
+        if environment["SESSIONKIT_BENCH_NO_CACHE"] != nil { configuration.urlCache = nil }
+        if let connections = environment["SESSIONKIT_BENCH_CONNECTIONS"].flatMap(Int.init) {
+            configuration.httpMaximumConnectionsPerHost = connections
+        }
         return configuration
     }
 

@@ -48,9 +48,17 @@ int sk_x509_spki_der(X509 *certificate, unsigned char **out);
 
 /// A client SSL_CTX speaking TLS versions `min_version`…`max_version` (OpenSSL's `TLS1_2_VERSION`…; 0: no maximum),
 /// with partial writes and moving write buffers allowed (non-blocking writes of a caller's slices), no session
-/// cache, and a peer's close without close_notify read as the end of stream (`SSL_OP_IGNORE_UNEXPECTED_EOF`, OpenSSL
+/// cache, no renegotiation, and a peer's close without close_notify read as the end of stream (`SSL_OP_IGNORE_UNEXPECTED_EOF`, OpenSSL
 /// 3; a truncation attack cannot be told from it). NULL on failure. (`SSL_CTX_set_min_proto_version` and `SSL_CTX_set_mode` are macros.)
 SSL_CTX *sk_ssl_client_context(int min_version, int max_version);
+
+/// Makes connections of `context` refuse a renegotiation the server asks for (`SSL_OP_NO_RENEGOTIATION`, a macro):
+/// the handshake that the security policy checked is the connection's only one, and the check it calls back into
+/// belongs to the transfer that opened the connection, which may be gone when a later transfer reuses it.
+void sk_ssl_ctx_refuse_renegotiation(SSL_CTX *context);
+
+/// Whether `context` refuses a renegotiation (1) or not (0).
+int sk_ssl_ctx_refuses_renegotiation(SSL_CTX *context);
 
 /// Sets the server name (SNI) of `ssl` (a macro in OpenSSL); 1 on success.
 int sk_ssl_set_host_name(SSL *ssl, const char *name);

@@ -3,10 +3,18 @@ import Foundation
 extension String {
     /// Whether two HTTP header names are the same name: they are ASCII tokens, compared byte by byte without
     /// case. Foundation's `caseInsensitiveCompare` is locale-aware and costs tens of thousands of instructions per
-    /// response on Linux.
+    /// response on Linux; the bytes are read from the strings' contiguous UTF-8 (walking two `UTF8View`s side by side
+    /// cost about 2k instructions per response head).
     func equalsIgnoringASCIICase(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
-        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte + 32 : byte }
-        return zip(utf8, other.utf8).allSatisfy { lower($0) == lower($1) }
+        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
+        var mine = self
+        var theirs = other
+        return mine.withUTF8 { mine in
+            theirs.withUTF8 { theirs in
+                for index in 0..<mine.count where lower(mine[index]) != lower(theirs[index]) { return false }
+                return true
+            }
+        }
     }
 }

@@ -77,4 +77,19 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertEqual(line(" more\r\n"), .fold("more"))
         guard case .invalid = line("not a field\r\n") else { return XCTFail("accepted") }
     }
+
+    /// Field names match without case, byte by byte: only ASCII letters fold, and a name of another length or with a
+    /// byte that differs beyond case does not match (`@` and `` ` `` sit next to `A` and `a`; `[` next to `Z`).
+    func testFieldNamesCompareWithoutASCIICaseOnly() {
+        XCTAssertTrue("Content-Length".equalsIgnoringASCIICase("content-length"))
+        XCTAssertTrue("CONTENT-LENGTH".equalsIgnoringASCIICase("Content-Length"))
+        XCTAssertTrue("".equalsIgnoringASCIICase(""))
+        XCTAssertFalse("Content-Length".equalsIgnoringASCIICase("Content-Lengths"))
+        XCTAssertFalse("Content-Length".equalsIgnoringASCIICase("Content_Length"))
+        XCTAssertFalse("@".equalsIgnoringASCIICase("`"))
+        XCTAssertFalse("Z".equalsIgnoringASCIICase("["))
+        XCTAssertFalse("X-\u{C9}t\u{E9}".equalsIgnoringASCIICase("x-\u{E9}t\u{E9}"), "only ASCII letters fold")
+        XCTAssertTrue(
+            "A-Much-Longer-Field-Name-Than-Fifteen".equalsIgnoringASCIICase("a-much-longer-FIELD-name-than-fifteen"))
+    }
 }

@@ -5,12 +5,14 @@ import Foundation
 /// instructions per request, `curl_easy_reset` a fraction of that.
 ///
 /// Only a handle that cannot carry anything into its next transfer comes back here (``CurlTransfer`` decides): one
-/// whose transfer sent no request body and ended well. libcurl 7.88 keeps a handle's upload buffer across
-/// `curl_easy_reset`, and a reset handle whose last transfer uploaded a chunked body that a redirect answered wrote
-/// before that buffer (decision 34 in `Docs/Architecture.md`): such a handle is always cleaned up. A handle is
-/// detached from its multi handle before it comes back (the engine holds its transfer until then), and every option
-/// is set again by its next transfer, TLS session reuse off among them, so no TLS session outlives the handshake that
-/// checked it.
+/// whose transfer sent no request body, never paused its writes, and ended well. libcurl 7.88 keeps state across
+/// `curl_easy_reset` that only a new handle starts without: after a chunked upload whose trailers were sent
+/// (`CURLOPT_TRAILERFUNCTION`), the handle's trailer state stays "done", and its next chunked upload writes a chunk's
+/// size line before its upload buffer (decision 34 in `Docs/Architecture.md`). So a handle that ever had a trailer
+/// callback, or any body, is always cleaned up; so is one whose writes paused (an HTTP/2 transfer's paused bytes stay
+/// in the handle). A handle is detached from its multi handle before it comes back (the engine holds its transfer
+/// until then), and every option is set again by its next transfer, TLS session reuse off among them, so no TLS
+/// session outlives the handshake that checked it.
 enum CurlHandlePool {
     /// How many reset handles are kept at most; past it a returned handle is cleaned up.
     static let capacity = 16

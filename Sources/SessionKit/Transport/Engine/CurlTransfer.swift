@@ -224,7 +224,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     deinit {
         // Detached from the multi handle by now: the engine holds a transfer until it removed its handle.
-        if endedWell && !sendsBody { CurlHandlePool.recycle(easy) } else { curl_easy_cleanup(easy) }
+        if endedWell && !sendsBody && !pausedWrites { CurlHandlePool.recycle(easy) } else { curl_easy_cleanup(easy) }
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
         if let connectToList { curl_slist_free_all(connectToList) }
@@ -351,6 +351,9 @@ final class CurlTransfer: @unchecked Sendable {
     private var sendsBody = false
     /// Whether libcurl ended the transfer without an error (set on the engine thread, read in `deinit`).
     private var endedWell = false
+    /// Whether the write callback ever paused the transfer: libcurl keeps paused bytes in the handle, which a kept
+    /// handle must not carry (see ``CurlHandlePool``).
+    private var pausedWrites = false
 
     /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine).
     func wakeOnBody(_ wake: @escaping @Sendable () -> Void) {
@@ -389,7 +392,10 @@ final class CurlTransfer: @unchecked Sendable {
         let length = size * count
         // Too much handed on and not yet consumed: pause without taking these bytes; libcurl offers them again
         // once the engine resumes the transfer.
-        if transfer.flowControl?.shouldPause() == true { return Int(CURL_WRITEFUNC_PAUSE) }
+        if transfer.flowControl?.shouldPause() == true {
+            transfer.pausedWrites = true
+            return Int(CURL_WRITEFUNC_PAUSE)
+        }
         if transfer.crossesDecodingLimit(adding: length) { return 0 }  // ends the transfer
         transfer.deliverResponseIfNeeded()
         transfer.hasQueuedEvents = true

@@ -66,6 +66,10 @@ final class HandshakeCheck: @unchecked Sendable {
         SSL_CTX_set_ex_data(sslContext, 0, me)
         SSL_CTX_set_verify(sslContext, SSL_VERIFY_PEER, Self.verifyCallback)
         SSL_CTX_set_cert_cb(sslContext, Self.certificateRequestCallback, me)
+        // The callbacks above hold this check unretained, and the connection outlives its first transfer in the
+        // engine's cache: a renegotiation on a reused connection would call back into a check that is gone (and
+        // present a certificate after the one the policy accepted). The server's request for one is refused.
+        sk_ssl_ctx_refuse_renegotiation(sslContext)
         return identity?.install(on: sslContext) ?? true
     }
 
