@@ -5,6 +5,8 @@
 // SessionKit): curl_easy_setopt and curl_multi_setopt are variadic, which Swift cannot call, so one typed entry point
 // per argument kind.
 #include <curl/curl.h>
+// glibc's malloc_trim, for the soak's readings with SESSIONKIT_BENCH_TRIM (Swift's Glibc module leaves malloc.h out).
+#include <malloc.h>
 
 static inline CURLcode bench_curl_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);

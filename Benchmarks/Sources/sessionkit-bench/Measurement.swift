@@ -31,6 +31,15 @@ enum Measurement {
             FileHandle.standardError.write(Data("time limit reached\n".utf8))
             exit(2)
         }
+        if scenario == .soak {
+            // A soak reads RSS as it goes, and every client logs 8 bytes of latency per request (0.08 MiB per 10,000):
+            // the log's storage is made resident before the first reading, so that it is not counted as the client's
+            // growth.
+            latencies.write { log in
+                log = [Double](repeating: 0, count: count)
+                log.removeAll(keepingCapacity: true)
+            }
+        }
         let root = Int(base) != nil ? "http://127.0.0.1:\(base)" : base
         let url = URL(string: root + scenario.path) ?? URL(fileURLWithPath: "/")
         let https = url.scheme == "https"
@@ -152,12 +161,15 @@ enum Measurement {
         let elapsed = Date().timeIntervalSince(started)
         let rate = scenario.unit == "MB/s" ? Double(bytes) / elapsed / 1_000_000 : Double(count) / elapsed
         var line = String(format: "result %.3f %.0f", rate, peakRSSKiB())
+        // Read before the latencies are sorted: the sorted copy (8 bytes per request) is the harness's, not the client's.
+        if trimsBeforeReading && scenario == .soak { malloc_trim(0) }
+        let rssEnd = currentRSSKiB()
         let sorted = latencies.wrappedValue.sorted()
         if !sorted.isEmpty {
             line += String(format: " p99=%.3f", sorted[min(sorted.count - 1, Int((Double(sorted.count) * 0.99).rounded(.up)) - 1)])
         }
         if scenario == .soak {
-            line += String(format: " rss1k=%.0f rssEnd=%.0f", rssAfter1k.wrappedValue, currentRSSKiB())
+            line += String(format: " rss1k=%.0f rssEnd=%.0f", rssAfter1k.wrappedValue, rssEnd)
         }
         return line
     }
@@ -327,13 +339,19 @@ enum Measurement {
         return total.wrappedValue
     }
 
-    /// Prints the RSS every tenth of a soak.
+    /// Prints the RSS every tenth of a soak. With `SESSIONKIT_BENCH_TRIM` set, glibc first returns the free memory it
+    /// can to the system (`malloc_trim(0)`) at each reading: what is left is what the process holds, not what the
+    /// allocator keeps of freed blocks.
     static func reportRSS(_ index: Int, _ count: Int) {
-        if index == 999 { rssAfter1k.write { $0 = currentRSSKiB() } }
         let step = max(1, count / 10)
+        guard index == 999 || (index + 1) % step == 0 else { return }
+        if trimsBeforeReading { malloc_trim(0) }
+        if index == 999 { rssAfter1k.write { $0 = currentRSSKiB() } }
         guard (index + 1) % step == 0 else { return }
         print(String(format: "%8d requests: RSS %.1f MiB", index + 1, currentRSSKiB() / 1024))
     }
+
+    static let trimsBeforeReading = ProcessInfo.processInfo.environment["SESSIONKIT_BENCH_TRIM"] != nil
 
     /// The session configuration every client uses: `.default`, or without a URL cache when
     /// `SESSIONKIT_BENCH_NO_CACHE` is set (to tell URLSession's own growth from SessionKit's), with
