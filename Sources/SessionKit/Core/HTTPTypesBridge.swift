@@ -100,7 +100,8 @@ enum HTTPTypesBridge {
             "Accept-Ranges", "Access-Control-Allow-Origin", "Strict-Transport-Security", "X-Content-Type-Options",
         ]
         var names: [String: HTTPField.Name] = [:]
-        for spelling in spellings + spellings.map { $0.lowercased() } {
+        let lowercase = spellings.map { $0.lowercased() }
+        for spelling in spellings + lowercase {
             names[spelling] = HTTPField.Name(spelling)
         }
         return names

@@ -680,9 +680,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ) -> URLSessionTask {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
-        let (transport, policy, tlsVersions, limits, identity, managerInterceptor) = settings.read {
-            ($0.transport, $0.securityPolicy, $0.tlsVersions, $0.responseBodyLimits, $0.clientIdentity, $0.interceptor)
-        }
+        // Read once: every setting the task takes is from the same moment (and one copy costs less than several).
+        let settings = self.settings.wrappedValue
+        let (transport, policy, tlsVersions, limits, identity, managerInterceptor) = (
+            settings.transport, settings.securityPolicy, settings.tlsVersions, settings.responseBodyLimits,
+            settings.clientIdentity, settings.interceptor
+        )
         // A task made outside the request pipeline (the task API, the closure verbs) is one request of its own to the
         // event monitors and to the manager's adapters and retriers (which the curl transport runs around each of
         // its attempts), so that they see every request whatever API made it.
@@ -691,7 +694,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var implicitObservation: TaskDelegate.Observation?
         let taskTransport = taskTransports[transport]
         let interceptor = observation == nil && taskTransport.interceptsTasks ? managerInterceptor : nil
-        if observation == nil, let request = source.request, case let monitors = eventMonitors,
+        if observation == nil, let request = source.request, case let monitors = settings.eventMonitors,
             !monitors.isEmpty || interceptor != nil
         {
             let implicit = TaskDelegate.Observation(
@@ -714,7 +717,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
                 interceptor: interceptor, retries: streamSink == nil && Self.mayRetry(source),
                 delegateQueue: delegateDispatchQueue)
         }
-        let connection = connectionOptions
+        let connection = settings.connection
         if let request = source.request,
             let refusal = HTTPFieldValidation.error(for: request) ?? additionalHeadersError
                 ?? taskTransport.refusal(for: request, policy: policy)
@@ -778,7 +781,6 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
         let flowControl = made?.flowControl
         let streamsBodyToFile = made?.writesBodyToFile ?? false
-        let settings = self.settings.wrappedValue
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
             completionQueue: settings.completionQueue ?? privateCompletionQueue,
