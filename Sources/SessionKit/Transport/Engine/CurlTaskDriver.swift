@@ -285,8 +285,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
         var request = request
         let cookieStorage = request.httpShouldHandleCookies ? settings.cookieStorage : nil
+        // An empty store is not asked for the URL's cookies: Foundation parses the URL's host for that, about 4k
+        // instructions per request, to find nothing.
         if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
-            let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty
+            cookieStorage.cookies?.isEmpty == false, let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty
         {
             for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) {
                 request.setValue(value, forHTTPHeaderField: field)
