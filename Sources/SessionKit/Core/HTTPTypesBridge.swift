@@ -84,7 +84,10 @@ enum HTTPTypesBridge {
         var fields = HTTPFields()
         fields.reserveCapacity(lines.count)
         for (name, value) in lines {
-            guard let fieldName = knownNames[name] ?? HTTPField.Name(name) else { continue }
+            // A known name only when byte for byte the same (String's `==` would also match a canonically
+            // equivalent spelling that is not a token, which `HTTPField.Name(_:)` refuses).
+            let known = knownNames[name].flatMap { $0.rawName.utf8.elementsEqual(name.utf8) ? $0 : nil }
+            guard let fieldName = known ?? HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: fieldName, value: value))
         }
         return fields

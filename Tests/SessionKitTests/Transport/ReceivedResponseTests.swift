@@ -208,6 +208,18 @@ final class ReceivedResponseTests: LoopbackTestCase {
             [Notification.Name.sessionKitTaskDidResume, .sessionKitTaskDidComplete].map { "\($0.rawValue) /get" },
             "only the task a caller holds is announced")
     }
+
+    /// Field lines become `HTTPFields` by their exact bytes: a common name keeps its spelling, and a name that only
+    /// Unicode equivalence makes equal to a common one (a Kelvin sign for the K of Keep-Alive) is not a token, so it
+    /// is dropped, as any name that is not a token.
+    func testFieldLinesBecomeHTTPFieldsByTheirExactBytes() {
+        let fields = HTTPTypesBridge.fields(from: [
+            ("\u{212A}eep-Alive", "timeout=5"), ("Keep-Alive", "timeout=6"), ("content-type", "text/plain"),
+            ("X-Custom", "1"),
+        ])
+        XCTAssertEqual(fields.map(\.name.rawName), ["Keep-Alive", "content-type", "X-Custom"])
+        XCTAssertEqual(fields.map(\.value), ["timeout=6", "text/plain", "1"])
+    }
 }
 
 /// A subclass that decides by itself: the manager must call its `responseObject(for:data:)`.
