@@ -155,13 +155,15 @@ extension SessionDelegateHub: URLSessionTaskDelegate {
     /// request carried: the redirected request has a body (an upload task, or a body of its own) and a method that
     /// sends one, and so does `request` (a redirect that becomes a GET drops the body, as it should).
     static func losesBody(of task: URLSessionTask, redirectedTo request: URLRequest) -> Bool {
-        let bodiless: Set<String> = ["GET", "HEAD"]
         guard let current = task.currentRequest,
-            !bodiless.contains((current.httpMethod ?? "GET").uppercased()),
-            !bodiless.contains((request.httpMethod ?? "GET").uppercased())
+            !bodilessMethods.contains((current.httpMethod ?? "GET").uppercased()),
+            !bodilessMethods.contains((request.httpMethod ?? "GET").uppercased())
         else { return false }
         return task is URLSessionUploadTask || current.httpBody != nil || current.httpBodyStream != nil
     }
+
+    /// The methods whose requests carry no body.
+    private static let bodilessMethods: Set<String> = ["GET", "HEAD"]
 
     /// A `URLError` of `code` saying `reason`, with the task's URL.
     private static func error(_ code: URLError.Code, _ reason: String, of task: URLSessionTask) -> URLError {

@@ -238,7 +238,6 @@ final class CurlTransfer: @unchecked Sendable {
         // and a kept handle (``CurlHandlePool``) starts with nothing from its last transfer.
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_SSL_SESSIONID_CACHE, 0)
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
-        let method = (request.httpMethod ?? "GET").uppercased()
         if method == "HEAD" {
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOBODY, 1)
         } else if method != "GET" {
