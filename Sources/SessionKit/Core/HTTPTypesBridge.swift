@@ -86,7 +86,7 @@ enum HTTPTypesBridge {
         for (name, value) in lines {
             // A known name only when byte for byte the same (String's `==` would also match a canonically
             // equivalent spelling that is not a token, which `HTTPField.Name(_:)` refuses).
-            let known = knownNames[name].flatMap { $0.rawName.utf8.elementsEqual(name.utf8) ? $0 : nil }
+            let known = knownNames[name].flatMap { $0.rawName.hasSameUTF8(as: name) ? $0 : nil }
             guard let fieldName = known ?? HTTPField.Name(name) else { continue }
             fields.append(HTTPField(name: fieldName, value: value))
         }

@@ -17,4 +17,15 @@ extension String {
             }
         }
     }
+
+    /// Whether the two strings are the same bytes of UTF-8, which `==` (canonical equivalence) does not ask: a
+    /// non-ASCII spelling that Unicode equates with an ASCII name is not that name.
+    func hasSameUTF8(as other: String) -> Bool {
+        guard utf8.count == other.utf8.count else { return false }
+        var mine = self
+        var theirs = other
+        return mine.withUTF8 { mine in
+            theirs.withUTF8 { theirs in mine.elementsEqual(theirs) }
+        }
+    }
 }
