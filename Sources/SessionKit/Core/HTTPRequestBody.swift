@@ -34,8 +34,8 @@ public struct HTTPRequestBody: Sendable {
     /// suspends while the transport has enough waiting (back-pressure), and the response may arrive meanwhile (full
     /// duplex: ``URLSessionManager/perform(_:body:_:)``'s handler runs as soon as the head is there). The closure's
     /// result is sent as request trailers after the last chunk (nil: none). Trailers need a chunked HTTP/1.1 body:
-    /// with a `length` they are not sent, and over HTTP/2 (libcurl 7.88 sends no request trailers there) the request
-    /// fails with ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
+    /// with a `length` they are not sent, and over HTTP/2 (libcurl has no way to send request trailers there) the
+    /// request fails with ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
     ///
     /// Written once: a redirect that keeps the body (307, 308), an authentication round or a retry that would need it
     /// again fails with ``SessionKitError/Code/streamedBodyUnavailable``. The curl transport sends it as it is written;
