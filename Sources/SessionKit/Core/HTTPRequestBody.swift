@@ -33,9 +33,10 @@ public struct HTTPRequestBody: Sendable {
     /// A body that `write` produces while the request is sent, chunk by chunk: each ``HTTPBodyWriter/write(_:)``
     /// suspends while the transport has enough waiting (back-pressure), and the response may arrive meanwhile (full
     /// duplex: ``URLSessionManager/perform(_:body:_:)``'s handler runs as soon as the head is there). The closure's
-    /// result is sent as request trailers after the last chunk (nil: none). Trailers need a chunked HTTP/1.1 body:
-    /// with a `length` they are not sent, and over HTTP/2 (libcurl has no way to send request trailers there) the
-    /// request fails with ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
+    /// result is sent as request trailers after the last chunk (nil: none). Trailers need a chunked HTTP/1.1 body on
+    /// the curl transport: with a `length` (sent with `Content-Length`), over HTTP/2 (libcurl has no way to send
+    /// request trailers there) or on the Foundation transport, the request fails with
+    /// ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
     ///
     /// Written once: a redirect that keeps the body (307, 308), an authentication round or a retry that would need it
     /// again fails with ``SessionKitError/Code/streamedBodyUnavailable``. The curl transport sends it as it is written;

@@ -127,7 +127,12 @@ extension URLSessionManager {
             if transport == .foundation {
                 // URLSession on Linux reads a body stream synchronously on its own queue: the body is collected first.
                 let collector = RequestBodyPipe(length: length, capacity: .max)
-                _ = try await write(HTTPBodyWriter(pipe: collector))
+                if let trailers = try await write(HTTPBodyWriter(pipe: collector)), !trailers.isEmpty {
+                    // Refused before anything is sent, rather than sent without them.
+                    throw SessionKitError.trailersNotSent(
+                        "The request body's trailers could not be sent: URLSession on Linux sends no request trailers "
+                            + "(the curl transport sends them after a chunked HTTP/1.1 body).", url: urlRequest.url)
+                }
                 urlRequest.httpBody = collector.collected()
             } else {
                 let streamed = RequestBodyPipe(length: length)

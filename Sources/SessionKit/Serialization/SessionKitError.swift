@@ -138,8 +138,9 @@ public struct SessionKitError: Error, @unchecked Sendable {
         /// the body (307, 308), an authentication round or a retry — or written after its closure returned: it is
         /// written once and never replayed.
         case streamedBodyUnavailable = 8
-        /// A streamed request body's trailers could not be sent: libcurl sends request trailers only after a chunked
-        /// HTTP/1.1 body, and the request went over HTTP/2 (the request fails rather than drop them).
+        /// A streamed request body's trailers could not be sent, so the request fails rather than drop them:
+        /// libcurl sends request trailers only after a chunked HTTP/1.1 body, and the request went over HTTP/2 or its
+        /// body had a length (sent with `Content-Length`, no chunked framing); URLSession on Linux sends none.
         case requestTrailersNotSent = 9
         /// The request needs what the manager's ``Transport`` cannot do, so it was not sent rather than sent without
         /// it: on the Foundation transport, a client certificate (``URLSessionManager/clientIdentity``, which
@@ -153,6 +154,15 @@ public struct SessionKitError: Error, @unchecked Sendable {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSLocalizedFailureReasonErrorKey: reason]
         if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
         return NSError(domain: sessionDomain, code: code.rawValue, userInfo: userInfo)
+    }
+
+    /// The `URLError` a request fails with when its streamed body's trailers cannot be sent, with `reason` and a
+    /// ``Code/requestTrailersNotSent`` error under `NSUnderlyingErrorKey`.
+    static func trailersNotSent(_ reason: String, url: URL?) -> URLError {
+        let refusal = session(.requestTrailersNotSent, reason)
+        var userInfo: [String: Any] = [NSLocalizedDescriptionKey: reason, NSUnderlyingErrorKey: refusal]
+        if let url { userInfo[NSURLErrorFailingURLErrorKey] = url }
+        return URLError(.unknown, userInfo: userInfo)
     }
 
     /// Builds a request-serialization error with a `URLError` code.

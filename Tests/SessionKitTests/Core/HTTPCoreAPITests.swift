@@ -323,6 +323,49 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         }
     }
 
+    /// Trailers the request cannot carry fail it instead of being dropped: a body with a length goes with
+    /// `Content-Length` (no chunked framing for trailers to follow), and URLSession on Linux sends none (refused before
+    /// anything is sent). The same body without trailers goes.
+    func testRequestTrailersThatCannotBeSentFailTheRequest() async throws {
+        func body(trailers: HTTPFields?) -> HTTPRequestBody {
+            .stream(length: 5) { writer in
+                try await writer.write(Data("hello".utf8))
+                return trailers
+            }
+        }
+        let manager = makeManager()
+        let post = request(.post, "/post", fields: [.contentType: "text/plain"])
+        do {
+            _ = try await manager.perform(
+                post, body: body(trailers: [HTTPField.Name("X-Sum")!: "5"])
+            ) { _, body in
+                for try await _ in body {}
+            }
+            XCTFail("request trailers were dropped without an error")
+        } catch {
+            let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
+            XCTAssertEqual(underlying?.domain, SessionKitError.sessionDomain, "\(error)")
+            XCTAssertEqual(underlying?.code, SessionKitError.Code.requestTrailersNotSent.rawValue, "\(error)")
+            let reason = error.localizedDescription
+            if LoopbackTestCase.testTransport == .curl {
+                XCTAssertTrue(reason.contains("Content-Length"), reason)
+            } else {
+                XCTAssertTrue(reason.contains("URLSession"), reason)
+                XCTAssertFalse(server.requests.contains { $0.path == "/post" }, "refused before anything was sent")
+            }
+        }
+        for trailers in [nil, HTTPFields()] {
+            let (data, response) = try await manager.perform(post, body: body(trailers: trailers)) {
+                response, body in
+                var data = Data()
+                for try await chunk in body { data += chunk }
+                return (data, response)
+            }
+            XCTAssertEqual(response.status, .ok)
+            XCTAssertEqual(try json(data)["data"] as? String, "hello")
+        }
+    }
+
     func testResponseTrailersAreReadOverHTTP1AndHTTP2() async throws {
         try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "URLSession on Linux drops trailers")
         let tls = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)

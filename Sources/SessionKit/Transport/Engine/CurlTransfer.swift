@@ -670,17 +670,13 @@ final class CurlTransfer: @unchecked Sendable {
         if code == CURLE_OK {
             deliverResponseIfNeeded()
             if let pipe = bodyPipe, !trailersSent, !pipe.trailers.isEmpty {
-                let refusal = SessionKitError.session(
-                    .requestTrailersNotSent,
-                    "The request body's trailers could not be sent: libcurl sends request trailers only after a "
-                        + "chunked HTTP/1.1 body, and this request went over HTTP/2.")
-                return events.completion(
-                    URLError(
-                        .unknown,
-                        userInfo: [
-                            NSLocalizedDescriptionKey: refusal.localizedDescription, NSUnderlyingErrorKey: refusal,
-                            NSURLErrorFailingURLErrorKey: url,
-                        ]))
+                let reason =
+                    pipe.length != nil
+                    ? "The request body's trailers could not be sent: the body had a length, so it went with "
+                        + "Content-Length and no chunked framing for trailers to follow (give no length to send them)."
+                    : "The request body's trailers could not be sent: libcurl sends request trailers only after a "
+                        + "chunked HTTP/1.1 body, and this request went over HTTP/2."
+                return events.completion(SessionKitError.trailersNotSent(reason, url: url))
             }
             if responseDelivered, !trailerFields.isEmpty { events.trailers(trailerFields) }
             // Whatever a parser made of the bytes, a transfer that ends well has delivered a response, or it fails.
