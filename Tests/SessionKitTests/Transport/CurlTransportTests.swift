@@ -224,6 +224,34 @@ final class CurlTransportTests: LoopbackTestCase {
         try? FileManager.default.removeItem(at: destination.appendingPathExtension("404"))
     }
 
+    /// A caller's body stream whose `read` waits (as a socket's or a pipe's does, here until the test feeds it) holds
+    /// back its own upload only: another request on the same engine completes meanwhile, and the upload goes once the
+    /// stream gives its bytes and its end.
+    func testACallersStreamThatWaitsHoldsBackNoOtherTransfer() async throws {
+        let manager = makeManager(transport: .curl)
+        let stream = WaitingInputStream()
+        // Ending it ends the body: a transfer that waits in `read` is never left waiting when the test ends.
+        defer { stream.end() }
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
+        request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+        request.httpBodyStream = stream
+        let upload = OnceBox<Error?>()
+        let task = manager.uploadTask(withStreamedRequest: request) { _, _, error in upload.resolve(error) }
+        manager.resume(task)
+        try await stream.firstRead.value(timeout: 10, file: #filePath, line: #line)
+        let other: Error? = try await awaitCallback(timeout: 10) { done in
+            manager.dataTask(with: URLRequest(url: server.url("/get"))) { _, _, error in done(error) }.resume()
+        }
+        XCTAssertNil(other)
+        XCTAssertFalse(server.requests.contains { $0.path == "/post" }, "the upload waits for its stream")
+        stream.feed(Data("hello".utf8))
+        stream.end()
+        let error = try await upload.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual(server.requests.last { $0.path == "/post" }?.body, Data("hello".utf8))
+    }
+
     func testFileStreamAndMultipartUploadsWithExactLength() async throws {
         let manager = makeManager(transport: .curl)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-curl-up-\(UUID().uuidString)")
@@ -710,4 +738,80 @@ final class CurlPinningTests: XCTestCase {
         }
         XCTAssertTrue(plain.requests.isEmpty)
     }
+}
+
+/// An `InputStream` whose `read` waits until the test gives it bytes or its end, as a socket's or a pipe's does.
+private final class WaitingInputStream: InputStream, @unchecked Sendable {
+    // @unchecked Sendable: every field is guarded by `condition`.
+    private let condition = NSCondition()
+    private var pending = Data()
+    private var ended = false
+    private var status: Stream.Status = .notOpen
+    /// Resolved when a reader first waits in `read`.
+    let firstRead = OnceBox<Void>()
+
+    init() {
+        super.init(data: Data())
+    }
+
+    func feed(_ data: Data) {
+        condition.lock()
+        pending.append(data)
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    func end() {
+        condition.lock()
+        ended = true
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    override func open() {
+        condition.lock()
+        status = .open
+        condition.unlock()
+    }
+
+    override func close() {
+        condition.lock()
+        status = .closed
+        condition.unlock()
+    }
+
+    override var streamStatus: Stream.Status {
+        condition.lock()
+        defer { condition.unlock() }
+        return status
+    }
+
+    override var streamError: Error? { nil }
+
+    override var hasBytesAvailable: Bool {
+        condition.lock()
+        defer { condition.unlock() }
+        return !pending.isEmpty || !ended
+    }
+
+    override func read(_ buffer: UnsafeMutablePointer<UInt8>, maxLength: Int) -> Int {
+        firstRead.resolve(())
+        condition.lock()
+        defer { condition.unlock() }
+        while pending.isEmpty && !ended { condition.wait() }
+        let count = min(maxLength, pending.count)
+        pending.copyBytes(to: buffer, count: count)
+        pending.removeFirst(count)
+        return count
+    }
+
+    override func getBuffer(
+        _ buffer: UnsafeMutablePointer<UnsafeMutablePointer<UInt8>?>, length len: UnsafeMutablePointer<Int>
+    ) -> Bool {
+        false
+    }
+
+    override func schedule(in aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
+
+    override func remove(from aRunLoop: RunLoop, forMode mode: RunLoop.Mode) {}
 }

@@ -163,6 +163,7 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     private func run() {
+        EngineThread.markCurrent()
         var running: Int32 = 0
         var idleSince: Date?
         while true {

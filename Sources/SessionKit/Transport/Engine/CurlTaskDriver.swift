@@ -15,8 +15,8 @@ import Foundation
 /// and `cancel()` may come from any thread; the machine they share with the events lives in one lock.
 final class CurlTaskDriver: @unchecked Sendable {
     // @unchecked Sendable: `observed` is a `Protected` box; `cache` and `backgroundRevalidation` are used on the
-    // delegate queue only (and by the first `start`, before any transfer or event exists); the rest is immutable
-    // after `init`.
+    // delegate queue only (and by the first `start`, before any transfer or event exists), checked by the drain, by
+    // `start` and by `revalidateInBackground`; the rest is immutable after `init`.
 
     /// What a task needs from its manager.
     struct Environment: Sendable {
@@ -147,7 +147,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             start(prepared(originalRequest), onDelegateQueue: false)
         case .adaptRequest:
             notify(resumed: true)
-            adaptThenStart()
+            adaptThenStart(onDelegateQueue: false)
         case .resumeTransfer:
             flowControl.callerReleased()
             notify(resumed: true)
@@ -206,17 +206,24 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// Asks the manager's adapters for this attempt's request (made from the task's original request each time),
     /// then starts its transfer; an adapter's error ends the task at once (it is not an attempt a retrier judges).
-    private func adaptThenStart() {
+    ///
+    /// `onDelegateQueue`: whether this runs on the delegate queue (a retry's) or on the caller's thread (`resume()`).
+    private func adaptThenStart(onDelegateQueue: Bool) {
         guard let task else { return }
+        // The sink answers on the delegate queue, or at once on this thread when it has nothing to adapt the request
+        // with: the start then runs where this call does.
+        let asking = Protected(true)
         environment.sink.task(task, in: environment.session, adapt: originalRequest) { [self] result in
+            let answeredHere = asking.read { $0 }
             switch result {
             case .success(let request):
                 guard observed.write({ $0.machine.adapted() }) == .startTransfer else { return }
-                start(prepared(request), onDelegateQueue: true)
+                start(prepared(request), onDelegateQueue: answeredHere ? onDelegateQueue : true)
             case .failure(let error):
                 complete(error)
             }
         }
+        asking.wrappedValue = false
     }
 
     /// The manager's verdict on the attempt that ended with `error` (nil: with its response).
@@ -228,7 +235,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             guard let self else { return }
             observed.write { $0.retryTimer = nil }
             guard observed.write({ $0.machine.retryNow() }) == .adaptRequest else { return }
-            adaptThenStart()
+            adaptThenStart(onDelegateQueue: true)
         }
         let plan = observed.write { observed -> RequestMachine.RetryPlan in
             let plan = observed.machine.willRetry(after: delay, now: Date())
@@ -275,6 +282,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// `onDelegateQueue`: whether this runs on the delegate queue; the first transfer starts on the caller's thread,
     /// and moves there when the cache must read its `URLCache` (which may read its disk).
     private func start(_ request: URLRequest, onDelegateQueue: Bool) {
+        // `cache` is the delegate queue's, but for the first start (before any transfer or event exists).
+        if onDelegateQueue { dispatchPrecondition(condition: .onQueue(environment.delegateQueue)) }
         let settings = environment.settings
         let plan = observed.write {
             $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())
@@ -375,7 +384,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             events: events,
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
-            })
+            },
+            // An upload task's own read of its file never waits: read in place, not on a thread of its own.
+            readsBodyStreamInPlace: request.httpBodyStream.map { $0 === observed.read { $0.fileStream } } ?? false)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
@@ -384,6 +395,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         _ entry: CacheEntry, with request: URLRequest, credential: String?, credentials: [CurlTransfer.Credential],
         remaining: TimeInterval?
     ) {
+        // Reached only from a start that read the store, on the delegate queue, which `backgroundRevalidation` is
+        // confined to.
+        dispatchPrecondition(condition: .onQueue(environment.delegateQueue))
         guard var exchange = cache.map({ CacheExchange(cache: $0.cache, policy: environment.policy) })
         else { return }
         exchange.prepareBackgroundRevalidation(of: entry, request: request, credential: credential)

@@ -14,8 +14,8 @@ import Foundation
 /// transfer unless that evaluation passed on this connection, or the connection is a reused one of the same
 /// policy's engine. The TLS session cache is off, so a resumed session never skips the check.
 final class CurlTransfer: @unchecked Sendable {
-    // @unchecked Sendable: after `init`, the fields are used on the engine thread only; `handshake` is written by
-    // OpenSSL's callback on that same thread.
+    // @unchecked Sendable: after `init`, the fields are used on the engine thread only (its callbacks and end check
+    // it: `EngineThread`); `handshake` is written by OpenSSL's callback on that same thread.
 
     /// What the transfer reports, on the engine thread.
     struct Events {
@@ -167,7 +167,8 @@ final class CurlTransfer: @unchecked Sendable {
         idleTimeout: TimeInterval, totalTimeout: TimeInterval? = nil,
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(),
-        identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil
+        identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil,
+        readsBodyStreamInPlace: Bool = false
     ) {
         guard let url = request.url, let easy = CurlHandlePool.take() else { return nil }
         let unixSocket =
@@ -189,6 +190,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.answersChallenges = !credentials.isEmpty
         self.decodingLimits = decodingLimits
         self.connectionObserver = connectionObserver
+        self.readsBodyStreamInPlace = readsBodyStreamInPlace
         connectionObserver?.attach(to: easy)
         errorBuffer.initialize(repeating: 0, count: 256)
         handshake.onPinningReport = { [unowned self] report in
@@ -223,6 +225,8 @@ final class CurlTransfer: @unchecked Sendable {
     }
 
     deinit {
+        // A pump still reading the caller's stream stops at its next write.
+        if pumpsBodyStream { bodyPipe?.fail(CancellationError()) }
         // Detached from the multi handle by now: the engine holds a transfer until it removed its handle.
         if endedWell && !sendsBody && !pausedWrites { CurlHandlePool.recycle(easy) } else { curl_easy_cleanup(easy) }
         errorBuffer.deallocate()
@@ -247,6 +251,14 @@ final class CurlTransfer: @unchecked Sendable {
         sendsBody = httpBody != nil || request.httpBodyStream != nil
         if httpBody == nil, let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe {
             configure(pipe)
+        } else if httpBody == nil, let stream = request.httpBodyStream,
+            !readsBodyStreamInPlace && !(stream is MultipartBodyStream)
+        {
+            // A caller's stream may wait in `read` (a bound pair fed by a slow producer): read on a thread of its own,
+            // never on the engine's.
+            pumpsBodyStream = true
+            let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
+            configure(InputStreamPump.pipe(reading: stream, length: length))
         } else if httpBody == nil, let stream = request.httpBodyStream {
             bodyStream = stream
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
@@ -343,6 +355,11 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Whether libcurl asked for the request trailers (it does only after a chunked HTTP/1.1 body).
     private var trailersSent = false
+    /// Whether the request's body stream is SessionKit's own (a multipart body is recognized by its class; an upload
+    /// task's file is said by the driver), read in place; any other is pumped (``InputStreamPump``).
+    private let readsBodyStreamInPlace: Bool
+    /// Whether ``bodyPipe`` is filled from the caller's stream by an ``InputStreamPump``.
+    private var pumpsBodyStream = false
 
     /// Set when the body's pipe was used by an earlier transfer: it is never sent twice.
     private var pipeRefused = false
@@ -365,6 +382,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let trailerCallback: sk_curl_trailer_callback = { list, userdata in
         guard let list, let userdata else { return 1 }  // CURL_TRAILERFUNC_ABORT
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         transfer.trailersSent = true
         for (name, value) in transfer.bodyPipe?.trailers ?? [] {
             list.pointee = curl_slist_append(list.pointee, "\(name): \(value)")
@@ -375,6 +393,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let headerCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         let length = size * count
         transfer.headStarted = true
         transfer.headBytes += length
@@ -388,6 +407,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let writeCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         let length = size * count
         // Too much handed on and not yet consumed: pause without taking these bytes; libcurl offers them again
         // once the engine resumes the transfer.
@@ -429,6 +449,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let readCallback: sk_curl_data_callback = { buffer, size, count, userdata in
         guard let buffer, let userdata else { return 0x1000_0000 }  // CURL_READFUNC_ABORT
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         if transfer.pipeRefused {
             transfer.bodyStreamFailed = true
             return 0x1000_0000  // CURL_READFUNC_ABORT
@@ -469,6 +490,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let seekCallback: sk_curl_seek_callback = { userdata, offset, origin in
         guard let userdata else { return 1 }  // CURL_SEEKFUNC_FAIL
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         // 2 is CURL_SEEKFUNC_CANTSEEK.
         guard let data = transfer.bodyData, origin == SEEK_SET, offset >= 0, offset <= data.count else { return 2 }
         transfer.bodyOffset = Int(offset)
@@ -479,6 +501,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let progressCallback: sk_curl_xferinfo_callback = { userdata, _, received, _, sent in
         guard let userdata else { return 1 }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         let now = Date()
         if Int64(sent) != transfer.lastProgress.1 {
             transfer.events.uploadProgress(Int64(sent), transfer.uploadLength)
@@ -513,6 +536,7 @@ final class CurlTransfer: @unchecked Sendable {
     private static let prerequestCallback: sk_curl_prereq_callback = { userdata, _, _, _, localPort in
         guard let userdata else { return Int32(CURL_PREREQFUNC_ABORT) }
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        EngineThread.check("A libcurl callback of a transfer")
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
         transfer.connectionObserver?.requestStarted(localPort: localPort)
         if transfer.responseHeadTimeout != nil { (transfer.headClock, transfer.headStarted) = (Date(), false) }
@@ -655,6 +679,7 @@ final class CurlTransfer: @unchecked Sendable {
     /// Called by the engine after each pass: one hop to URLSession's queue for all this pass produced (a small
     /// response's head, body and end usually travel together).
     func flushEvents() {
+        EngineThread.check("CurlTransfer.flushEvents")
         guard hasQueuedEvents else { return }
         hasQueuedEvents = false
         events.flush()
@@ -662,6 +687,7 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
+        EngineThread.check("CurlTransfer.finish")
         endedWell = code == CURLE_OK
         connectionObserver?.transferEnded()
         events.timings(timings())
@@ -717,6 +743,13 @@ final class CurlTransfer: @unchecked Sendable {
             bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: connects > 0, protocolVersion: httpVersion)
     }
 
+    /// The error of a request whose body stream failed, read in place or pumped: `.cannotDecodeRawData` with the
+    /// stream's own error.
+    private static func bodyStreamError(_ streamError: Error?, _ userInfo: [String: Any]) -> URLError {
+        let reason = "The request body stream failed: \(streamError.map { "\($0)" } ?? "read error")"
+        return URLError(.cannotDecodeRawData, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+    }
+
     /// A `URLError` with the real reason and the failing URL.
     private func error(for code: CURLcode) -> URLError {
         let reason = String(cString: curl_easy_strerror(code))
@@ -733,19 +766,14 @@ final class CurlTransfer: @unchecked Sendable {
                     NSUnderlyingErrorKey: RequestBodyPipe.notReplayable,
                 ]) { $1 })
         }
+        if bodyStreamFailed, let failure = bodyPipe?.failure as? InputStreamPump.ReadFailure {
+            return Self.bodyStreamError(failure.streamError, userInfo)
+        }
         if bodyStreamFailed, let pipe = bodyPipe {
             let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
             return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
-        if bodyStreamFailed {
-            return URLError(
-                .cannotDecodeRawData,
-                userInfo: userInfo.merging(
-                    [
-                        NSLocalizedDescriptionKey:
-                            "The request body stream failed: \(bodyStream?.streamError.map { "\($0)" } ?? "read error")"
-                    ]) { $1 })
-        }
+        if bodyStreamFailed { return Self.bodyStreamError(bodyStream?.streamError, userInfo) }
         if headTimedOut, let limit = responseHeadTimeout {
             return Self.timeout(
                 .responseHead, "No response head began within \(limit) s of sending the request.", userInfo)

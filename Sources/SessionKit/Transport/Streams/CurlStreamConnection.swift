@@ -24,7 +24,7 @@ import Foundation
 /// with the same verify callback, and moves its bytes through it from then on.
 final class CurlStreamConnection: @unchecked Sendable {
     // @unchecked Sendable: after `init`, every field is used on the engine thread only (OpenSSL's verify callback
-    // runs on that thread too, inside `curl_multi_perform`).
+    // runs on that thread too, inside `curl_multi_perform`); `didConnect` and `pump` check it (`EngineThread`).
 
     /// What the engine should wait for before the next pass.
     struct Interest {
@@ -172,6 +172,7 @@ final class CurlStreamConnection: @unchecked Sendable {
 
     /// libcurl finished connecting with `code`: the stream opens, or fails before any application byte.
     func didConnect(code: CURLcode) {
+        EngineThread.check("CurlStreamConnection.didConnect")
         var error = code == CURLE_OK ? nil : connectError(for: code)
         if error == nil && isTLS && !handshake.accepted {
             // Never reached while the verify callback runs on every handshake: refuse rather than trust.
@@ -191,6 +192,7 @@ final class CurlStreamConnection: @unchecked Sendable {
 
     /// Does the I/O the lifecycle asks for until the socket would block, and says what to wait for.
     func pump(now: UInt64) -> Interest {
+        EngineThread.check("CurlStreamConnection.pump")
         guard let driver else { return Interest(release: true) }
         driver.engineUpdate { $0.expire(now: now) }
         if socket >= 0 && !libcurlStillHoldsSocket() {

@@ -9,7 +9,7 @@ import Foundation
 /// (STARTTLS): an OpenSSL client session on the file descriptor libcurl opened, non-blocking, whose verify callback is
 /// the stream connection's (the ``SecurityPolicy`` decides in the handshake, as on libcurl's handshakes).
 ///
-/// Used on the engine thread only.
+/// Used on the engine thread only (its I/O checks it, ``EngineThread``).
 final class StreamTLSSession {
     /// What one OpenSSL call came to.
     enum Outcome: Equatable {
@@ -58,6 +58,7 @@ final class StreamTLSSession {
 
     /// One step of the handshake.
     func handshake() -> Outcome {
+        EngineThread.check("StreamTLSSession.handshake")
         // The engine thread shares OpenSSL's error queue with libcurl: start each call from an empty queue, so that
         // `SSL_get_error` and the message read this call's errors only.
         ERR_clear_error()
@@ -66,6 +67,7 @@ final class StreamTLSSession {
 
     /// Reads into `buffer`, at most its size.
     func read(into buffer: UnsafeMutableRawBufferPointer) -> Outcome {
+        EngineThread.check("StreamTLSSession.read")
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .failed("nothing to read into") }
         ERR_clear_error()
         return outcome(of: SSL_read(ssl, base, Int32(clamping: buffer.count)))
@@ -73,6 +75,7 @@ final class StreamTLSSession {
 
     /// Writes (a part of) `buffer`, which must not be empty.
     func write(_ buffer: UnsafeRawBufferPointer) -> Outcome {
+        EngineThread.check("StreamTLSSession.write")
         guard let base = buffer.baseAddress, !buffer.isEmpty else { return .done(0) }
         ERR_clear_error()
         return outcome(of: SSL_write(ssl, base, Int32(clamping: buffer.count)))

@@ -6,7 +6,8 @@ import Foundation
 /// of the chain the server sent: one per curl transfer and per stream connection (whose STARTTLS handshake uses it
 /// too), so that every TLS connection SessionKit opens is judged the same way.
 ///
-/// Used on the engine thread only (OpenSSL calls back inside libcurl's or SessionKit's own handshake there).
+/// Used on the engine thread only (OpenSSL calls back inside libcurl's or SessionKit's own handshake there; the
+/// callbacks check it, ``EngineThread``).
 final class HandshakeCheck: @unchecked Sendable {
     // @unchecked Sendable: the decision is written and read on the engine thread only.
 
@@ -84,6 +85,7 @@ final class HandshakeCheck: @unchecked Sendable {
     /// OpenSSL's certificate callback: on a client, called when the server asks for a certificate.
     private static let certificateRequestCallback: CertificateCallback = { _, userdata in
         guard let userdata else { return 1 }
+        EngineThread.check("HandshakeCheck's certificate callback")
         Unmanaged<HandshakeCheck>.fromOpaque(userdata).takeUnretainedValue().certificateRequested = true
         return 1
     }
@@ -97,6 +99,7 @@ final class HandshakeCheck: @unchecked Sendable {
             return 0
         }
         let check = Unmanaged<HandshakeCheck>.fromOpaque(raw).takeUnretainedValue()
+        EngineThread.check("HandshakeCheck's verify callback")
         let trust = ServerTrust(verifying: store)
         var refusal = check.policy.decide(trust, forDomain: check.host)
         if let mismatch = refusal, mismatch.isPinMismatch, check.policy.reportsOnly {
