@@ -36,6 +36,12 @@ struct CompletionDelivery {
     ) {
         let received = ReceivedResponse.of(task)
         if let observation {
+            if observation.reportsControl, let finalError, finalError.domain == NSURLErrorDomain,
+                finalError.code == URLError.cancelled.rawValue
+            {
+                // The caller (or the manager's invalidation) cancelled the task it holds.
+                observation.monitor.requestDidCancel(observation.request)
+            }
             observation.monitor.request(
                 observation.request, didCompleteTask: task, error: chosenError ?? finalError.map(Self.swiftError))
         }

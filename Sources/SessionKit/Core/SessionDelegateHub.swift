@@ -258,8 +258,10 @@ extension SessionDelegateHub: URLSessionDownloadDelegate {
 /// methods above; each event then takes the same path: the closure overrides, then the per-task delegate.
 extension SessionDelegateHub: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
+        let delegate = registry.delegate(for: task)
+        delegate?.taskDidChangeSuspension(task, resumed: resumed)
         // A task no caller holds (the HTTP core API's) is not announced, as its completion is not.
-        if registry.delegate(for: task)?.announces == false { return }
+        if delegate?.announces == false { return }
         NotificationCenter.default.post(
             name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
     }

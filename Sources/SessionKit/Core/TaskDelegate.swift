@@ -37,6 +37,9 @@ final class TaskDelegate: @unchecked Sendable {
     struct Observation {
         let request: SessionRequest
         let monitor: CompositeEventMonitor
+        /// Whether the task's resume, suspend and cancel are the caller's, reported to the monitor from here (a task
+        /// of the task API or a closure verb); the pipeline reports its own tasks' as it makes them.
+        var reportsControl = false
     }
 
     /// The manager's adapters and retriers around each attempt of a task the caller holds (the task API and the
@@ -167,6 +170,16 @@ final class TaskDelegate: @unchecked Sendable {
     var announces: Bool { completionDelivery.delivery.announces }
 
     // MARK: - Observation by the request pipeline
+
+    /// The caller resumed (`resumed`) or suspended the task: its monitor hears of it when the caller holds the task.
+    func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
+        guard let observation, observation.reportsControl else { return }
+        if resumed {
+            observation.monitor.request(observation.request, didResumeTask: task)
+        } else {
+            observation.monitor.request(observation.request, didSuspendTask: task)
+        }
+    }
 
     /// A pin mismatch the policy only reports (delegate queue): the request's monitors hear of it.
     func didFailPinning(_ report: PinningReport) {

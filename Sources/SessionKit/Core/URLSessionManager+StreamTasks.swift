@@ -40,7 +40,7 @@ extension URLSessionManager {
         // Under the session lock, as `makeTask` creates tasks: a task made while the session is being invalidated is
         // either refused or registered before the invalidation's cancel loop runs.
         return makeStreamTask { session, refusal in
-            let task = taskTransports.curl.makeStreamTask(
+            let task = taskTransports.makeStreamTask(
                 host: hostname, port: port, options: options, session: session, sink: eventSink, refusal: refusal)
             if refusal == nil { registry.add(task) }
             return task

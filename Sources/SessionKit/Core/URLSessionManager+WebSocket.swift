@@ -68,7 +68,7 @@ extension URLSessionManager {
         return makeStreamTask { session, refusal in
             let sink = eventSink
             let refusal = refusal ?? invalidURL ?? handshake.fieldError
-            let stream = taskTransports.curl.makeStreamTask(
+            let stream = taskTransports.makeStreamTask(
                 host: endpoint?.host ?? "invalid", port: endpoint?.port ?? 0, options: options, session: session,
                 sink: WebSocketStreamSink(), refusal: refusal)
             let driver = WebSocketDriver(

@@ -89,10 +89,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         self.additionalHeadersError = Self.additionalHeadersError(of: self.sessionConfiguration)
         self.eventSink = SessionDelegateHub(registry: registry, overrides: overrides)
         self.taskTransports = TaskTransports(
-            curl: CurlTaskTransport(
-                settings: CurlSessionSettings(self.sessionConfiguration), delegateQueue: delegateDispatchQueue),
-            foundation: FoundationTaskTransport(
-                hasSOCKSProxy: CurlSessionSettings.socksProxy(in: self.sessionConfiguration) != nil))
+            configuration: self.sessionConfiguration, delegateQueue: delegateDispatchQueue)
         self.resourceDeadlines = ResourceDeadlines(
             limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
         let queue = OperationQueue()
@@ -597,7 +594,13 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ///
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
-        control.resume(task, announces: self.registry.delegate(for: task)?.announces ?? true)
+        let delegate = registry.delegate(for: task)
+        if task.asTransportDriven == nil, task.state == .suspended {
+            // URLSession's own task (the Foundation transport) tells no sink: its monitor hears of it here, before
+            // any of its events can.
+            delegate?.taskDidChangeSuspension(task, resumed: true)
+        }
+        control.resume(task, announces: delegate?.announces ?? true)
         resourceDeadlines?.started(task)
     }
 
@@ -610,7 +613,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Returns: Whether the task was suspended.
     @discardableResult
     public func suspend(_ task: URLSessionTask) -> Bool {
-        control.suspend(task, announces: self.registry.delegate(for: task)?.announces ?? true)
+        let delegate = registry.delegate(for: task)
+        let suspended = control.suspend(task, announces: delegate?.announces ?? true)
+        // A task its transport drives reports through the sink; URLSession's own, here.
+        if suspended, task.asTransportDriven == nil { delegate?.taskDidChangeSuspension(task, resumed: false) }
+        return suspended
     }
 
     // MARK: - Invalidation
@@ -698,7 +705,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             !monitors.isEmpty || interceptor != nil
         {
             let implicit = TaskDelegate.Observation(
-                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors))
+                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
+                reportsControl: true)
             _ = implicit.request.beginAttempt()
             implicit.request.adapted(request)
             implicit.monitor.requestDidCreate(implicit.request)

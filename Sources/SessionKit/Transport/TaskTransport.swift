@@ -110,15 +110,32 @@ extension Transport {
     }
 }
 
-/// A manager's implementation of each ``Transport``, looked up by the public choice.
+/// A manager's implementation of each ``Transport``, looked up by the public choice: the manager names neither.
 struct TaskTransports: Sendable {
-    let curl: CurlTaskTransport
-    let foundation: FoundationTaskTransport
+    private let curl: CurlTaskTransport
+    private let foundation: FoundationTaskTransport
+
+    /// Both transports of a manager whose session has `configuration`; the curl transport's tasks report on
+    /// `delegateQueue` (the manager's delegate queue, as URLSession's do).
+    init(configuration: URLSessionConfiguration, delegateQueue: DispatchQueue) {
+        curl = CurlTaskTransport(settings: CurlSessionSettings(configuration), delegateQueue: delegateQueue)
+        foundation = FoundationTaskTransport(hasSOCKSProxy: CurlSessionSettings.socksProxy(in: configuration) != nil)
+    }
 
     subscript(transport: Transport) -> TaskTransport {
         switch transport {
         case .curl: return curl
         case .foundation: return foundation
         }
+    }
+
+    /// A stream task to `host` and `port`, not resumed: stream tasks (and the WebSocket tasks built on them) run on
+    /// the curl transport's engines whatever the manager's ``Transport`` (URLSession on Linux has none that work).
+    /// A `refusal` makes a task that fails with it when resumed.
+    func makeStreamTask(
+        host: String, port: Int, options: TransportTaskOptions, session: URLSession, sink: TaskEventSink,
+        refusal: NSError? = nil
+    ) -> SessionStreamTask {
+        curl.makeStreamTask(host: host, port: port, options: options, session: session, sink: sink, refusal: refusal)
     }
 }

@@ -170,6 +170,35 @@ final class EventMonitorTests: LoopbackTestCase {
             recorder.events, ["created", "taskCreated", "resumed", "cancelled", "taskFailed", "finishedWithError"])
     }
 
+    /// A task the caller holds (the task API): its resume, suspend and cancel are the caller's, and the monitor hears
+    /// of each, in order, before the task's end. URLSession's own tasks report the manager's `resume(_:)` and
+    /// `suspend(_:)` (a loading one is not suspended on the Foundation transport).
+    func testTheTaskAPIReportsTheCallersResumeSuspendAndCancel() async throws {
+        let (manager, recorder) = monitored()
+        let ended = OnceBox<Error?>()
+        let task = manager.dataTask(with: URLRequest(url: server.url("/delay/5"))) { _, _, error in
+            ended.resolve(error)
+        }
+        manager.resume(task)
+        let pauses = LoopbackTestCase.testTransport == .curl
+        if pauses {
+            XCTAssertTrue(manager.suspend(task))
+            manager.resume(task)
+        }
+        task.cancel()
+        let error = try await ended.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(String(describing: error))")
+        for _ in 0..<250 where !recorder.events.contains("finishedWithError") {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        await recorder.flush()
+        let events = recorder.events
+        let control = pauses ? ["resumed", "suspended", "resumed", "cancelled"] : ["resumed", "cancelled"]
+        XCTAssertEqual(Array(events.prefix(2 + control.count)), ["created", "taskCreated"] + control, "\(events)")
+        XCTAssertTrue(events.contains("taskFailed"), "\(events)")
+        XCTAssertEqual(events.last, "finishedWithError", "\(events)")
+    }
+
     func testSuspendAndResumeOfALoadingRequest() async throws {
         try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "a loading task is paused by the curl transport only")
         let (manager, recorder) = monitored()
