@@ -391,7 +391,7 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         while true {
             let count = stream.read(&buffer, maxLength: buffer.count)
             if count < 0 {
-                throw stream.streamError
+                throw stream.failure
                     ?? SessionKitError.requestSerialization(.cannotDecodeRawData, "The body stream failed.")
             }
             if count == 0 { break }

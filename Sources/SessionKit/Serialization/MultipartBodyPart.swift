@@ -137,7 +137,7 @@ struct MultipartBodyPart {
         guard let stream = bodyStream else { return 0 }
         let count = stream.read(buffer, maxLength: wanted)
         if count < 0 {
-            throw stream.streamError ?? MultipartBodyStream.shortPart(expected: bodyLength, got: bodyRead)
+            throw stream.failure ?? MultipartBodyStream.shortPart(expected: bodyLength, got: bodyRead)
         }
         bodyRead += Int64(count)
         return count

@@ -66,6 +66,30 @@ final class AsyncTransferTests: LoopbackTestCase {
         XCTAssertEqual((result.object as? [String: Any])?["data"] as? String, "file body")
     }
 
+    /// A caller's body stream is read once: a 307 that keeps the body fails the task rather than send the stream
+    /// again (on the curl transport a second transfer would read it beside the first one's reader), and nothing goes
+    /// to the redirect's target with a body cut short.
+    func testACallersStreamAnsweredByA307IsNeverReadTwice() async throws {
+        let manager = makeManager()
+        let body = Data("streamed body".utf8)
+        var request = URLRequest(url: server.url("/redirect-to?url=/post&status_code=307"))
+        request.httpMethod = "POST"
+        request.setValue(String(body.count), forHTTPHeaderField: "Content-Length")
+        request.httpBodyStream = InputStream(data: body)
+        let once = OnceBox<(URLResponse?, Error?)>()
+        manager.uploadTask(withStreamedRequest: request) { response, _, error in once.resolve((response, error)) }
+            .resume()
+        let (response, error) = try await once.value(timeout: 30, file: #filePath, line: #line)
+        XCTAssertEqual(server.requests.first { $0.path == "/redirect-to" }?.body, body)
+        XCTAssertFalse(server.requests.contains { $0.path == "/post" && $0.body != body }, "\(server.requests)")
+        if LoopbackTestCase.testTransport == .curl {
+            XCTAssertEqual((error as? URLError)?.code, .requestBodyStreamExhausted, "\(String(describing: error))")
+            XCTAssertFalse(server.requests.contains { $0.path == "/post" })
+        } else {
+            XCTAssertTrue(error != nil || response != nil)
+        }
+    }
+
     func testAnUploadAnsweredByA307IsSentWholeOrNotFollowed() async throws {
         let manager = makeManager()
         let file = temporaryFile()

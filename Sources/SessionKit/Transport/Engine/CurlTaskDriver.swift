@@ -74,6 +74,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         /// The stream of ``bodyFile`` the last transfer read (the task's own, as opposed to one an adapter or a
         /// redirect closure put in its place).
         var fileStream: InputStream?
+        /// The caller's body stream a transfer's pump read (``InputStreamPump``): never given to a second one.
+        var pumpedStream: InputStream?
     }
 
     /// The task's identifier, unique in its manager.
@@ -341,9 +343,17 @@ final class CurlTaskDriver: @unchecked Sendable {
             let size = try? FileManager.default.attributesOfItem(atPath: bodyFile.path)[.size] as? NSNumber
             if let size { request.setValue(size.stringValue, forHTTPHeaderField: "Content-Length") }
         }
-        observed.write { $0.currentRequest = request }
-        if let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe, pipe.isClaimed {
-            // A redirect that keeps the body, or an authentication round: a streamed body is never sent twice.
+        let readsInPlace = request.httpBodyStream.map { $0 === observed.read { $0.fileStream } } ?? false
+        let pumped = request.httpBodyStream.flatMap { InputStreamPump.pumps($0, readInPlace: readsInPlace) ? $0 : nil }
+        let pumpedAgain = observed.write { observed -> Bool in
+            observed.currentRequest = request
+            guard let pumped else { return false }
+            defer { observed.pumpedStream = pumped }
+            return observed.pumpedStream === pumped
+        }
+        if pumpedAgain || (request.httpBodyStream as? PipeInputStream)?.pipe.isClaimed == true {
+            // A redirect that keeps the body, or an authentication round: a streamed body is never sent twice (a
+            // caller's stream would be read by a second pump beside the first one's, which may still wait in `read`).
             let refusal = RequestBodyPipe.notReplayable
             return fail(
                 URLError(
@@ -364,7 +374,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             flush: { [self] in scheduleDrain() })
         guard
             let transfer = makeTransfer(
-                request, credentials: credentials, remaining: remaining, flowControl: flowControl, events: events),
+                request, credentials: credentials, remaining: remaining, flowControl: flowControl,
+                // An upload task's own read of its file never waits: read in place, not on a thread of its own.
+                readsBodyStreamInPlace: readsInPlace, events: events),
             attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))
@@ -374,7 +386,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A transfer of `request` with the task's settings.
     private func makeTransfer(
         _ request: URLRequest, credentials: [CurlTransfer.Credential], remaining: TimeInterval?,
-        flowControl: FlowControl? = nil, events: CurlTransfer.Events
+        flowControl: FlowControl? = nil, readsBodyStreamInPlace: Bool = false, events: CurlTransfer.Events
     ) -> CurlTransfer? {
         CurlTransfer(
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
@@ -385,8 +397,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
             },
-            // An upload task's own read of its file never waits: read in place, not on a thread of its own.
-            readsBodyStreamInPlace: request.httpBodyStream.map { $0 === observed.read { $0.fileStream } } ?? false)
+            readsBodyStreamInPlace: readsBodyStreamInPlace)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC

@@ -252,7 +252,7 @@ final class CurlTransfer: @unchecked Sendable {
         if httpBody == nil, let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe {
             configure(pipe)
         } else if httpBody == nil, let stream = request.httpBodyStream,
-            !readsBodyStreamInPlace && !(stream is MultipartBodyStream)
+            InputStreamPump.pumps(stream, readInPlace: readsBodyStreamInPlace)
         {
             // A caller's stream may wait in `read` (a bound pair fed by a slow producer): read on a thread of its own,
             // never on the engine's.
@@ -773,7 +773,7 @@ final class CurlTransfer: @unchecked Sendable {
             let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
             return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
-        if bodyStreamFailed { return Self.bodyStreamError(bodyStream?.streamError, userInfo) }
+        if bodyStreamFailed { return Self.bodyStreamError(bodyStream?.failure, userInfo) }
         if headTimedOut, let limit = responseHeadTimeout {
             return Self.timeout(
                 .responseHead, "No response head began within \(limit) s of sending the request.", userInfo)

@@ -14,6 +14,12 @@ enum InputStreamPump {
         let streamError: Error?
     }
 
+    /// Whether a transfer pumps `stream` rather than read it in place: every stream but SessionKit's own, which never
+    /// wait (the HTTP core API's pipe, a multipart body, and an upload task's file, said by `readInPlace`).
+    static func pumps(_ stream: InputStream, readInPlace: Bool) -> Bool {
+        !readInPlace && !(stream is PipeInputStream) && !(stream is MultipartBodyStream)
+    }
+
     /// Bytes read from the stream at a time.
     static let chunkSize = 64 * 1024
 
@@ -41,7 +47,7 @@ enum InputStreamPump {
         var buffer = [UInt8](repeating: 0, count: chunkSize)
         while true {
             let count = buffer.withUnsafeMutableBufferPointer { stream.read($0.baseAddress!, maxLength: $0.count) }
-            if count < 0 { return pipe.fail(ReadFailure(streamError: stream.streamError)) }
+            if count < 0 { return pipe.fail(ReadFailure(streamError: stream.failure)) }
             if count == 0 { return pipe.finish(trailers: []) }
             guard write(Data(buffer[0..<count]), to: pipe) else { return }  // the transfer ended: stop reading
         }
