@@ -254,7 +254,7 @@ final class CurlTransfer: @unchecked Sendable {
         } else if httpBody == nil, let stream = request.httpBodyStream,
             InputStreamPump.pumps(stream, readInPlace: readsBodyStreamInPlace)
         {
-            // A caller's stream may wait in `read` (a bound pair fed by a slow producer): read on a thread of its own,
+            // A caller's stream may wait in `read` (a socket's, or one a producer feeds): read on a thread of its own,
             // never on the engine's.
             pumpsBodyStream = true
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Reads a caller's request body stream on a thread of its own into a ``RequestBodyPipe``, which the transfer reads
-/// without ever waiting: a stream whose `read` waits (a bound stream pair fed by a slow producer, a socket) then holds
+/// without ever waiting: a stream whose `read` waits (a socket's, or one a producer feeds) then holds
 /// back its own upload only, never the engine thread and every other transfer on it.
 ///
 /// One thread per such upload, for as long as the stream gives bytes: `read` cannot be interrupted, so a thread that
