@@ -335,16 +335,20 @@ final class CurlTaskDriver: @unchecked Sendable {
                 request = planned
             }
         }
+        // An upload task's own read of its file never waits: read in place, not on a thread of its own.
+        var readsFileInPlace = false
         if let bodyFile, let stream = request.httpBodyStream, stream === observed.read({ $0.fileStream }) {
             // This transfer's own read of the file, with its size now (a stream another party set is left as it is).
             let fresh = InputStream(url: bodyFile)
             request.httpBodyStream = fresh
             observed.write { $0.fileStream = fresh }
+            readsFileInPlace = true
             let size = try? FileManager.default.attributesOfItem(atPath: bodyFile.path)[.size] as? NSNumber
             if let size { request.setValue(size.stringValue, forHTTPHeaderField: "Content-Length") }
         }
-        let readsInPlace = request.httpBodyStream.map { $0 === observed.read { $0.fileStream } } ?? false
-        let pumped = request.httpBodyStream.flatMap { InputStreamPump.pumps($0, readInPlace: readsInPlace) ? $0 : nil }
+        let pumped = request.httpBodyStream.flatMap {
+            InputStreamPump.pumps($0, readInPlace: readsFileInPlace) ? $0 : nil
+        }
         let pumpedAgain = observed.write { observed -> Bool in
             observed.currentRequest = request
             guard let pumped else { return false }
@@ -375,8 +379,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard
             let transfer = makeTransfer(
                 request, credentials: credentials, remaining: remaining, flowControl: flowControl,
-                // An upload task's own read of its file never waits: read in place, not on a thread of its own.
-                readsBodyStreamInPlace: readsInPlace, events: events),
+                pumpsBodyStream: pumped != nil, events: events),
             attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))
@@ -386,7 +389,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A transfer of `request` with the task's settings.
     private func makeTransfer(
         _ request: URLRequest, credentials: [CurlTransfer.Credential], remaining: TimeInterval?,
-        flowControl: FlowControl? = nil, readsBodyStreamInPlace: Bool = false, events: CurlTransfer.Events
+        flowControl: FlowControl? = nil, pumpsBodyStream: Bool = false, events: CurlTransfer.Events
     ) -> CurlTransfer? {
         CurlTransfer(
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
@@ -397,7 +400,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
             },
-            readsBodyStreamInPlace: readsBodyStreamInPlace)
+            pumpsBodyStream: pumpsBodyStream)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC

@@ -168,7 +168,7 @@ final class CurlTransfer: @unchecked Sendable {
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(),
         identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil,
-        readsBodyStreamInPlace: Bool = false
+        pumpsBodyStream: Bool = false
     ) {
         guard let url = request.url, let easy = CurlHandlePool.take() else { return nil }
         let unixSocket =
@@ -190,7 +190,7 @@ final class CurlTransfer: @unchecked Sendable {
         self.answersChallenges = !credentials.isEmpty
         self.decodingLimits = decodingLimits
         self.connectionObserver = connectionObserver
-        self.readsBodyStreamInPlace = readsBodyStreamInPlace
+        self.pumpsBodyStream = pumpsBodyStream
         connectionObserver?.attach(to: easy)
         errorBuffer.initialize(repeating: 0, count: 256)
         handshake.onPinningReport = { [unowned self] report in
@@ -251,12 +251,9 @@ final class CurlTransfer: @unchecked Sendable {
         sendsBody = httpBody != nil || request.httpBodyStream != nil
         if httpBody == nil, let pipe = (request.httpBodyStream as? PipeInputStream)?.pipe {
             configure(pipe)
-        } else if httpBody == nil, let stream = request.httpBodyStream,
-            InputStreamPump.pumps(stream, readInPlace: readsBodyStreamInPlace)
-        {
+        } else if httpBody == nil, pumpsBodyStream, let stream = request.httpBodyStream {
             // A caller's stream may wait in `read` (a socket's, or one a producer feeds): read on a thread of its own,
             // never on the engine's.
-            pumpsBodyStream = true
             let length = request.value(forHTTPHeaderField: "Content-Length").flatMap(Int64.init)
             configure(InputStreamPump.pipe(reading: stream, length: length))
         } else if httpBody == nil, let stream = request.httpBodyStream {
@@ -355,11 +352,9 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Whether libcurl asked for the request trailers (it does only after a chunked HTTP/1.1 body).
     private var trailersSent = false
-    /// Whether the request's body stream is SessionKit's own (a multipart body is recognized by its class; an upload
-    /// task's file is said by the driver), read in place; any other is pumped (``InputStreamPump``).
-    private let readsBodyStreamInPlace: Bool
-    /// Whether ``bodyPipe`` is filled from the caller's stream by an ``InputStreamPump``.
-    private var pumpsBodyStream = false
+    /// Whether ``bodyPipe`` is filled from the caller's stream by an ``InputStreamPump`` (the driver decides, with
+    /// ``InputStreamPump/pumps(_:readInPlace:)``); SessionKit's own streams are read in place.
+    private let pumpsBodyStream: Bool
 
     /// Set when the body's pipe was used by an earlier transfer: it is never sent twice.
     private var pipeRefused = false
