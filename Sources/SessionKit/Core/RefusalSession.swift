@@ -18,15 +18,16 @@ final class RefusalSession: Sendable {
 
     let registry = TaskRegistry()
     private let session: URLSession
-    private let hub: SessionDelegateHub
     private static let url = URL(string: "sessionkit-refused:task") ?? URL(fileURLWithPath: "/")
 
     private init() {
-        hub = SessionDelegateHub(registry: registry, overrides: Protected(DelegateOverrides()))
+        // Its tasks' events take the path every task's take: URLSession's callbacks, then a hub of its own.
+        let hub = SessionDelegateHub(registry: registry, overrides: Protected(DelegateOverrides()))
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.refusal.delegate"
-        session = URLSession(configuration: .ephemeral, delegate: hub, delegateQueue: queue)
+        session = URLSession(
+            configuration: .ephemeral, delegate: FoundationSessionDelegate(sink: hub), delegateQueue: queue)
     }
 
     /// A data task that fails as soon as it is resumed.

@@ -4,22 +4,23 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Resumes and suspends a manager's tasks and posts its notifications, whichever transport runs them.
+/// Resumes, suspends and cancels a manager's tasks and posts its notifications, through the transport that made each
+/// task (``TaskTransports/owner(of:)``): the manager and a task's `Progress` name no transport.
 ///
-/// A task its transport drives (``TransportDrivenTask``: the curl transport's, stream and WebSocket tasks) keeps
-/// URLSession's promises itself: its `resume()` and `suspend()` work in every state (a loading task holds its transfer
-/// in libcurl) and post the notifications. A task of URLSession's own goes through ``FoundationTaskTransport``, which
-/// guards it against URLSession's crashes on Linux.
+/// The curl transport's tasks (and stream and WebSocket tasks) keep URLSession's promises themselves: their
+/// `resume()` and `suspend()` work in every state (a loading task holds its transfer in libcurl) and post the
+/// notifications. URLSession's own go through ``FoundationTaskTransport``, which guards them against URLSession's
+/// crashes on Linux.
 struct TaskControl: Sendable {
+    let transports: TaskTransports
+
     /// Resumes `task` if it is suspended, and then posts `Notification.Name.sessionKitTaskDidResume`.
     ///
-    /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a task its
-    ///   transport drives asks the manager's event sink, which knows.
+    /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a transport that
+    ///   reports through the event sink asks the sink, which knows.
     func resume(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) {
-        if let task = task.asTransportDriven {
-            return task.transportResume()
-        }
-        FoundationTaskTransport.resume(task, announces: announces())
+        let owner = transports.owner(of: task)
+        owner.resume(task, announces: owner.reportsSuspension || announces())
     }
 
     /// Suspends `task` (on the Foundation transport: unless it is loading), and posts
@@ -28,9 +29,29 @@ struct TaskControl: Sendable {
     /// - Returns: Whether the task was suspended.
     @discardableResult
     func suspend(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) -> Bool {
-        if let task = task.asTransportDriven {
-            return task.transportSuspend()
-        }
-        return FoundationTaskTransport.suspend(task, announces: announces())
+        let owner = transports.owner(of: task)
+        return owner.suspend(task, announces: owner.reportsSuspension || announces())
+    }
+
+    /// Cancels `task`: it completes once, with `URLError.cancelled`.
+    func cancel(_ task: URLSessionTask) {
+        transports.owner(of: task).cancel(task)
+    }
+
+    /// Whether the caller's resume and suspend of `task` reach its delegate from the transport (else the manager
+    /// tells it).
+    func reportsSuspension(of task: URLSessionTask) -> Bool {
+        transports.owner(of: task).reportsSuspension
+    }
+
+    /// Whether invalidating the session with `invalidateAndCancel()` cancels `task` (else the manager cancels it).
+    func sessionCancels(_ task: URLSessionTask) -> Bool {
+        transports.owner(of: task).sessionCancelsTasks
+    }
+
+    /// Sets the identity `task`'s connections present; a transport that cannot present one ends the task when it is
+    /// `running`.
+    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
+        transports.owner(of: task).setClientIdentity(identity, for: task, running: running)
     }
 }

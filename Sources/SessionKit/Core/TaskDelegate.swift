@@ -42,12 +42,14 @@ final class TaskDelegate: @unchecked Sendable {
         var reportsControl = false
     }
 
-    /// The manager's adapters and retriers around each attempt of a task the caller holds (the task API and the
-    /// closure verbs, on the curl transport): the task's ``Observation`` is the request they see.
+    /// The adapters and retriers around each attempt of a task, on a transport that restarts its own tasks (the
+    /// curl transport): the manager's for a task of the task API or a closure verb, the pipeline's for its calls. The
+    /// task's ``Observation`` is the request they see.
     struct Interception {
         let interceptor: any RequestInterceptor
         /// Whether a failed attempt may be sent again: a data task whose body can go twice (not a download, whose
-        /// file this delegate writes, nor a streamed upload or body, which is read once).
+        /// file this delegate writes, nor a streamed upload or body, which is read once); a response streamed to a
+        /// reader only while no head reached it.
         let retries: Bool
         /// Where the transport gets its answers (the manager's delegate queue).
         let delegateQueue: DispatchQueue
@@ -233,8 +235,9 @@ final class TaskDelegate: @unchecked Sendable {
     /// An attempt ended with `error` (nil: with its response): the serializer judges the response, and when either
     /// failed the retriers decide whether the task sends its request again. `then` runs on the delegate queue.
     func attemptEnded(error: Error?, then: @escaping @Sendable (AttemptVerdict) -> Void) {
+        // A streamed body whose head reached its reader is never sent again: the reader may have seen the response.
         guard let interception, interception.retries, let observation, lifecycle.read({ $0.acceptsData }),
-            !sink.hasRefused
+            !sink.hasRefused, trailerSink?.hasResponse != true
         else {
             return then(.complete)
         }
@@ -291,6 +294,11 @@ final class TaskDelegate: @unchecked Sendable {
         guard delay >= 0, sessionRequest.willRetry(after: delay), sessionRequest.beginAttempt() else {
             settled = (body, transportError == nil ? serialized : nil)
             return then(.complete)
+        }
+        if transportError == nil {
+            // The attempt's response came and its serializer refused it: the monitor hears that before the retry,
+            // as it does when each attempt is a task of its own.
+            observation.monitor.request(sessionRequest, didSerialize: serialized.object, error: serialized.error)
         }
         observation.monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: failure)
         telemetry?.complete(task, error: transportError)  // the failed attempt's span ends, as a redirect's does

@@ -12,17 +12,6 @@ import Foundation
 final class TaskRegistry: Sendable {
     // Sendable, checked by the compiler: `delegates` is a `Protected` box.
     private let delegates = Protected<[ObjectIdentifier: TaskDelegate]>([:])
-    /// What the coming cancellation of a task means, when SessionKit cancels it for a reason of its own.
-    enum CancellationMeaning {
-        /// The response of an authentication challenge nobody answered is the task's result.
-        case challengeResponse
-        /// The session's resource timeout ran out (the Foundation transport does not enforce it itself).
-        case resourceTimeout
-        /// The task was given a client identity, which its transport cannot present (the Foundation transport).
-        case clientIdentityUnsupported
-    }
-
-    private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
     /// Stream and WebSocket tasks, which have no per-task delegate (their operations complete through their own
     /// handlers).
     private let streams = Protected<[ObjectIdentifier: URLSessionTask]>([:])
@@ -62,19 +51,6 @@ final class TaskRegistry: Sendable {
             streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) }
         }
         return delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
-    }
-
-    /// Notes what the cancellation that is about to end `task` means (URLSession can only end it by a cancellation);
-    /// the first meaning noted wins.
-    func markCancellation(of task: URLSessionTask, as meaning: CancellationMeaning) {
-        cancellations.write { marks in
-            if marks[ObjectIdentifier(task)] == nil { marks[ObjectIdentifier(task)] = meaning }
-        }
-    }
-
-    /// What `task`'s cancellation means, if SessionKit noted it; clears the note.
-    func takeCancellationMeaning(for task: URLSessionTask) -> CancellationMeaning? {
-        cancellations.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
     /// The tasks still registered, oldest first.

@@ -124,8 +124,8 @@ extension URLSessionManager {
             bodyFile = url
         case .stream(let length, let write)?:
             if let length { urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length") }
-            if transport == .foundation {
-                // URLSession on Linux reads a body stream synchronously on its own queue: the body is collected first.
+            if !taskTransports[transport].streamsRequestBodies {
+                // The transport cannot read a body as it is written (URLSession on Linux): it is collected first.
                 let collector = RequestBodyPipe(length: length, capacity: .max)
                 if let trailers = try await write(HTTPBodyWriter(pipe: collector)), !trailers.isEmpty {
                     // Refused before anything is sent, rather than sent without them.

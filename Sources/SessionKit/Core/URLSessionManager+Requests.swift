@@ -33,8 +33,12 @@ extension URLSessionManager {
             timings: sessionRequest.timings, retryCount: sessionRequest.retryCount)
     }
 
-    /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed body). Returns the
-    /// successful attempt's outcome.
+    /// The pipeline: adapt, run one task, retry as the retriers decide (not for a streamed request body, nor for a
+    /// streamed response whose head reached its reader). Returns the successful attempt's outcome.
+    ///
+    /// On a transport that restarts its own tasks (curl), one task carries every attempt: its request machine asks the
+    /// adapters before each attempt and the retriers after it, under the task's resource timeout, exactly as for a
+    /// task of the task API. On URLSession, which cannot, each attempt is a task of its own, adapted and retried here.
     ///
     /// - Parameter announcesTasks: Whether the attempts' tasks post AFNetworking's resume and completion
     ///   notifications; false for the calls that hand out no task-shaped result (the HTTP core API, `bytes(for:)`).
@@ -48,13 +52,15 @@ extension URLSessionManager {
         created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
+        let retriesInTask = interceptor != nil && taskTransports[transport].interceptsTasks
         let monitor = CompositeEventMonitor(monitors: eventMonitors)
         let sessionRequest = SessionRequest(request)
         let current = Protected<URLSessionTask?>(nil)
         // Both handlers hold the request: `finish()` clears them, so that a finished request is freed.
+        let control = self.control
         sessionRequest.setCancelHandler {
             monitor.requestDidCancel(sessionRequest)  // before the task's own end, which it causes
-            current.wrappedValue?.cancel()
+            if let task = current.wrappedValue { control.cancel(task) }
         }
         sessionRequest.setSuspendHandler { [weak self] suspending in
             guard let self, let task = current.wrappedValue else { return false }
@@ -80,7 +86,7 @@ extension URLSessionManager {
             while true {
                 guard sessionRequest.beginAttempt(), !Task.isCancelled else { throw fail(cancelled()) }
                 var adapted = request
-                if let interceptor {
+                if let interceptor, !retriesInTask {
                     do {
                         adapted = try await interceptor.adapt(request, for: sessionRequest)
                         monitor.request(sessionRequest, didAdapt: request, to: adapted)
@@ -93,15 +99,16 @@ extension URLSessionManager {
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
                     responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile,
-                    announces: announcesTasks)
+                    announces: announcesTasks, interceptor: retriesInTask ? interceptor : nil)
                 sessionRequest.attemptEnded(response: outcome.received)
                 guard let error = outcome.error else {
                     if sessionRequest.finish() { monitor.requestDidFinish(sessionRequest, error: nil) }
                     return (outcome, sessionRequest)
                 }
                 // A streamed response whose head reached its reader is never sent again; one that failed before its
-                // head may be (its sink is still open, see `attempt`).
-                guard let interceptor, streamSink?.hasResponse != true, !sessionRequest.isCancelled, !Task.isCancelled
+                // head may be (its sink is still open, see `attempt`). A task that retries itself ended for good.
+                guard let interceptor, !retriesInTask, streamSink?.hasResponse != true, !sessionRequest.isCancelled,
+                    !Task.isCancelled
                 else {
                     throw fail(error)
                 }
@@ -129,7 +136,7 @@ extension URLSessionManager {
     }
 
     /// One attempt: a data task for `request` (an upload task of `bodyFile`, read anew for each attempt), observed,
-    /// resumed, awaited.
+    /// resumed, awaited. With `interceptor`, the task adapts and retries itself: its outcome is the request's.
     private func attempt(
         _ request: URLRequest,
         of sessionRequest: SessionRequest,
@@ -138,19 +145,23 @@ extension URLSessionManager {
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink?,
         bodyFile: URL?,
-        announces: Bool
+        announces: Bool,
+        interceptor: (any RequestInterceptor)?
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
             let task = makeTask(
                 bodyFile.map { .uploadFile(request, $0) } ?? .data(request), responseSerializer: responseSerializer,
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
+                interceptor: interceptor,
                 // The completion below runs no caller code: it resumes this Swift task where the outcome is ready.
                 completesInPlace: true, announces: announces
             ) { outcome in
-                // A failure before the head leaves a stream's sink open, for a retry; the pipeline's caller ends it
-                // with the request's final error.
-                if outcome.error == nil || streamSink?.hasResponse == true { streamSink?.finish(outcome.error) }
+                // A failure before the head leaves a stream's sink open, for a retry by the pipeline; the pipeline's
+                // caller ends it with the request's final error.
+                if outcome.error == nil || streamSink?.hasResponse == true || interceptor != nil {
+                    streamSink?.finish(outcome.error)
+                }
                 continuation.resume(returning: outcome)
             }
             current.wrappedValue = task
@@ -160,7 +171,7 @@ extension URLSessionManager {
             // `resume` returns here, and monitors see a request's events in order.
             monitor.request(sessionRequest, didResumeTask: task)
             resume(task)
-            if !started { task.cancel() }  // cancelled while adapting: the task ends at once, as cancelled
+            if !started { control.cancel(task) }  // cancelled while adapting: the task ends at once, as cancelled
         }
     }
 }

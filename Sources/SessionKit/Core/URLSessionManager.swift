@@ -38,12 +38,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public let sessionConfiguration: URLSessionConfiguration
 
     let registry = TaskRegistry()
-    /// The resource timeout of Foundation-transport tasks (URLSession on Linux ignores it); nil for the default.
-    private let resourceDeadlines: ResourceDeadlines?
     let overrides = Protected(DelegateOverrides())
     /// The tracer and metrics factory of ``tracer`` and ``metricsFactory`` (URLSessionManager+Observability.swift).
     let telemetry = Protected(RequestTelemetry())
-    let control = TaskControl()
+    /// Resumes, suspends and cancels tasks through the transport that made each.
+    let control: TaskControl
     /// Where every task of this manager reports its events, whichever transport runs it: the delegate of each session
     /// the manager builds, and handed to the curl transport with each task it makes.
     let eventSink: SessionDelegateHub
@@ -89,9 +88,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         self.additionalHeadersError = Self.additionalHeadersError(of: self.sessionConfiguration)
         self.eventSink = SessionDelegateHub(registry: registry, overrides: overrides)
         self.taskTransports = TaskTransports(
-            configuration: self.sessionConfiguration, delegateQueue: delegateDispatchQueue)
-        self.resourceDeadlines = ResourceDeadlines(
-            limit: self.sessionConfiguration.timeoutIntervalForResource, registry: registry)
+            configuration: self.sessionConfiguration, delegateQueue: delegateDispatchQueue, sink: eventSink)
+        self.control = TaskControl(transports: taskTransports)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
         queue.name = "com.sessionkit.manager.delegate"
@@ -340,11 +338,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// task.resume()
     /// ```
     public func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask) {
-        if let driven = task.asTransportDriven { return driven.transportSetClientIdentity(identity) }
-        // A task of the Foundation transport, which cannot present one: it ends now rather than go without.
-        guard identity != nil, registry.delegate(for: task) != nil else { return }
-        registry.markCancellation(of: task, as: .clientIdentityUnsupported)
-        task.cancel()
+        // A task of a transport that cannot present one ends now rather than go without.
+        control.setClientIdentity(identity, for: task, running: registry.delegate(for: task) != nil)
     }
 
     /// The oldest TLS version the curl transport accepts; default TLS 1.2 (older ones are refused in the handshake).
@@ -595,13 +590,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
         let delegate = registry.delegate(for: task)
-        if task.asTransportDriven == nil, task.state == .suspended {
-            // URLSession's own task (the Foundation transport) tells no sink: its monitor hears of it here, before
-            // any of its events can.
+        if !control.reportsSuspension(of: task), task.state == .suspended {
+            // A transport that tells no sink (URLSession's own tasks): the monitor hears of it here, before any of
+            // the task's events can.
             delegate?.taskDidChangeSuspension(task, resumed: true)
         }
         control.resume(task, announces: delegate?.announces ?? true)
-        resourceDeadlines?.started(task)
     }
 
     /// Suspends `task` and posts `Notification.Name.sessionKitTaskDidSuspend`.
@@ -615,8 +609,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     public func suspend(_ task: URLSessionTask) -> Bool {
         let delegate = registry.delegate(for: task)
         let suspended = control.suspend(task, announces: delegate?.announces ?? true)
-        // A task its transport drives reports through the sink; URLSession's own, here.
-        if suspended, task.asTransportDriven == nil { delegate?.taskDidChangeSuspension(task, resumed: false) }
+        // A transport that reports through the sink has told the delegate; URLSession's own tasks, here.
+        if suspended, !control.reportsSuspension(of: task) {
+            delegate?.taskDidChangeSuspension(task, resumed: false)
+        }
         return suspended
     }
 
@@ -637,8 +633,8 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The tasks a transport of SessionKit's drives: URLSession does not know them.
-                for task in registry.tasks where task.asTransportDriven != nil {
-                    task.cancel()
+                for task in registry.tasks where !control.sessionCancels(task) {
+                    control.cancel(task)
                 }
                 session.invalidateAndCancel()
             } else {
@@ -681,6 +677,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         resumingFile: (url: URL, length: Int64)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
+        interceptor pipelineInterceptor: (any RequestInterceptor)? = nil,
         completesInPlace: Bool = false,
         announces: Bool = true,
         completion: @escaping @Sendable (TaskOutcome) -> Void
@@ -700,7 +697,10 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         var completion = completion
         var implicitObservation: TaskDelegate.Observation?
         let taskTransport = taskTransports[transport]
-        let interceptor = observation == nil && taskTransport.interceptsTasks ? managerInterceptor : nil
+        // The pipeline's calls bring their own (the manager's with the call's); the transport runs them around each
+        // attempt when it restarts its own tasks.
+        let interceptor =
+            taskTransport.interceptsTasks ? (observation == nil ? managerInterceptor : pipelineInterceptor) : nil
         if observation == nil, let request = source.request, case let monitors = settings.eventMonitors,
             !monitors.isEmpty || interceptor != nil
         {
@@ -722,7 +722,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
         let interception = interceptor.map { interceptor in
             TaskDelegate.Interception(
-                interceptor: interceptor, retries: streamSink == nil && Self.mayRetry(source),
+                interceptor: interceptor, retries: Self.mayRetry(source),
                 delegateQueue: delegateDispatchQueue)
         }
         let connection = settings.connection
@@ -824,21 +824,19 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             implicit.monitor.request(implicit.request, didCreateTask: task)
         }
         registry.add(delegate)
-        if made != nil && taskTransport.needsResourceDeadlines { resourceDeadlines?.watch(task) }
         return task
     }
 
     /// Builds a session over a new delegate hub.
     private func makeSession() -> URLSession {
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
-        return URLSession(configuration: configuration, delegate: eventSink, delegateQueue: operationQueue)
+        return taskTransports.makeSession(configuration: configuration, queue: operationQueue)
     }
 
     /// Whether a task for `source` may send its request again for a retrier: a data task whose body is bytes or a
-    /// file (which the transport opens anew for each transfer); a download's file and a streamed body are read once
-    /// (the pipeline's calls retry a streamed body with a new task, while no response arrived).
-    /// A task whose body goes to a reader as it arrives (`streamTask`) is never sent again either: its reader has
-    /// the first attempt's bytes already.
+    /// file (which the transport opens anew for each transfer); a download's file and a streamed request body are
+    /// read once. A task whose response body goes to a reader as it arrives is sent again only while no head reached
+    /// the reader (``TaskDelegate/attemptEnded(error:then:)`` checks).
     private static func mayRetry(_ source: TaskSource) -> Bool {
         switch source {
         case .data(let request): return request.httpBodyStream == nil

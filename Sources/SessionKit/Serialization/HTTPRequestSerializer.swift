@@ -343,8 +343,13 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         try block?(form)
         let stream = form.makeStream()
         request.httpBodyStream = stream
-        request.setValue("multipart/form-data; boundary=\(form.boundary)", forHTTPHeaderField: "Content-Type")
-        request.setValue(String(stream.contentLength), forHTTPHeaderField: "Content-Length")
+        // Both fields in one assignment, replacing any of either name (as `setValue` would, at twice the cost).
+        var fields = (request.allHTTPHeaderFields ?? [:]).filter { name, _ in
+            !name.equalsIgnoringASCIICase("Content-Type") && !name.equalsIgnoringASCIICase("Content-Length")
+        }
+        fields["Content-Type"] = "multipart/form-data; boundary=\(form.boundary)"
+        fields["Content-Length"] = String(stream.contentLength)
+        request.allHTTPHeaderFields = fields
         return request
     }
 

@@ -4,9 +4,11 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Where SessionKit's own tasks (the curl transport's) send their events: the same callbacks URLSession sends its
-/// delegate, for any kind of task, always on the manager's delegate queue. The manager's delegate hub implements it,
-/// so that events of both transports take one path: the closure overrides, then the per-task delegate.
+/// Where every task of a manager sends its events, whichever transport runs it: the same callbacks URLSession sends
+/// its delegate, for any kind of task, always on the manager's delegate queue. The curl transport's tasks call it
+/// directly; URLSession's reach it through ``FoundationSessionDelegate``, which works around URLSession's faults
+/// first. The manager's delegate hub implements it, so that events of both transports take one path: the closure
+/// overrides, then the per-task delegate.
 ///
 /// Every call names the `URLSession` the manager's closures receive (the manager's session when the task was made).
 protocol TaskEventSink: AnyObject, Sendable {
@@ -22,8 +24,11 @@ protocol TaskEventSink: AnyObject, Sendable {
     /// Body bytes arrived.
     func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data)
 
-    /// Request body bytes were sent: `sent` so far, of `expected` (-1 when unknown).
-    func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64)
+    /// Request body bytes were sent: `bytesSent` since the last report, `totalBytesSent` so far, of
+    /// `totalBytesExpectedToSend` (-1 when unknown).
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64)
 
     /// A redirect response ended a transfer: the request to send next, or nil to deliver the redirect response.
     func task(
@@ -75,6 +80,35 @@ protocol TaskEventSink: AnyObject, Sendable {
 
     /// The task ended, exactly once.
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
+
+    // MARK: Events of URLSession's own tasks and session (the Foundation transport's)
+
+    /// The session became invalid (after `finishTasksAndInvalidate()` or `invalidateAndCancel()`).
+    func sessionDidBecomeInvalid(_ session: URLSession, error: Error?)
+
+    /// A challenge for the whole session: how to answer it.
+    func session(
+        _ session: URLSession, didReceive challenge: URLAuthenticationChallenge
+    ) -> (URLSession.AuthChallengeDisposition, URLCredential?)
+
+    /// The transport needs the request body stream again (to send it once more): a new stream, or nil for none.
+    func taskNeedsNewBodyStream(_ task: URLSessionTask, in session: URLSession) -> InputStream?
+
+    /// A data task became a download task (its response disposition said so).
+    func task(_ dataTask: URLSessionDataTask, in session: URLSession, didBecome downloadTask: URLSessionDownloadTask)
+
+    /// A download's bytes were written to its file: `bytesWritten` since the last report, of the totals.
+    func task(
+        _ task: URLSessionDownloadTask, in session: URLSession, didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64)
+
+    /// A download continues from resume data: the bytes kept at `fileOffset`, of `expectedTotalBytes`.
+    func task(
+        _ task: URLSessionDownloadTask, in session: URLSession, didResumeAtOffset fileOffset: Int64,
+        expectedTotalBytes: Int64)
+
+    /// A download's file is complete at `location` (the transport's temporary file, removed after this returns).
+    func task(_ task: URLSessionDownloadTask, in session: URLSession, didFinishDownloadingTo location: URL)
 
     /// A task of a manager with an interceptor is about to send an attempt: `then` gets the request its adapters
     /// made of `request`, or the error that ends the task (called once, on the delegate queue).

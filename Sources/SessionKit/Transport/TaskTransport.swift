@@ -20,8 +20,10 @@ protocol TaskTransport: Sendable {
     /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
     var resumesDownloads: Bool { get }
 
-    /// Whether the manager must enforce the configuration's `timeoutIntervalForResource` itself.
-    var needsResourceDeadlines: Bool { get }
+    /// Whether a request body stream is read as it is sent, without waiting (a `RequestBodyPipe`), so that a body can
+    /// still be written while the response is read (full duplex) and trailers can follow it. When not, the HTTP core
+    /// API collects a streamed body before the request is made, and refuses trailers it cannot send.
+    var streamsRequestBodies: Bool { get }
 
     /// Whether a task can run the manager's adapters before each attempt and its retriers after
     /// (``TransportTaskOptions/intercepted``): the transport starts and restarts its own tasks.
@@ -40,6 +42,29 @@ protocol TaskTransport: Sendable {
         sink: TaskEventSink
     )
         -> TransportTask?
+
+    // MARK: Control of the tasks it made
+
+    /// Resumes `task` if it is suspended, and posts `Notification.Name.sessionKitTaskDidResume`.
+    ///
+    /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a transport that
+    ///   reports through the event sink asks the sink, which knows.
+    func resume(_ task: URLSessionTask, announces: Bool)
+    /// Suspends `task` and posts `Notification.Name.sessionKitTaskDidSuspend`; false when it was not suspended (it
+    /// was suspended already, has ended, or, on a transport that cannot hold a transfer, is loading).
+    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool
+    /// Cancels `task`: it completes once, with `URLError.cancelled`.
+    func cancel(_ task: URLSessionTask)
+    /// Whether the caller's resume and suspend of its tasks reach the event sink from the transport; when not, the
+    /// manager tells the task's delegate itself.
+    var reportsSuspension: Bool { get }
+    /// Whether invalidating the manager's session with `invalidateAndCancel()` cancels its tasks (URLSession's own
+    /// do); when not, the manager cancels each.
+    var sessionCancelsTasks: Bool { get }
+    /// Sets the client identity `task`'s connections present (mutual TLS), before it starts. A transport that cannot
+    /// present one ends the task now, with ``clientIdentityRefusal``, when it is `running` (a task of the manager's
+    /// that has not completed), rather than let it go without.
+    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool)
 }
 
 /// A task whose transport keeps URLSession's `resume()`/`suspend()` promises itself, in every state, and reports each
@@ -117,9 +142,15 @@ struct TaskTransports: Sendable {
 
     /// Both transports of a manager whose session has `configuration`; the curl transport's tasks report on
     /// `delegateQueue` (the manager's delegate queue, as URLSession's do).
-    init(configuration: URLSessionConfiguration, delegateQueue: DispatchQueue) {
+    init(configuration: URLSessionConfiguration, delegateQueue: DispatchQueue, sink: TaskEventSink) {
         curl = CurlTaskTransport(settings: CurlSessionSettings(configuration), delegateQueue: delegateQueue)
-        foundation = FoundationTaskTransport(hasSOCKSProxy: CurlSessionSettings.socksProxy(in: configuration) != nil)
+        foundation = FoundationTaskTransport(configuration: configuration, sink: sink)
+    }
+
+    /// A `URLSession` with `configuration` for the manager's Foundation tasks (and the closures that receive a
+    /// session), whose events reach the manager's sink on `queue`.
+    func makeSession(configuration: URLSessionConfiguration, queue: OperationQueue) -> URLSession {
+        foundation.makeSession(configuration: configuration, queue: queue)
     }
 
     subscript(transport: Transport) -> TaskTransport {
@@ -127,6 +158,12 @@ struct TaskTransports: Sendable {
         case .curl: return curl
         case .foundation: return foundation
         }
+    }
+
+    /// The transport that made `task` and controls it: a task it drives (``TransportDrivenTask``: the curl
+    /// transport's, stream and WebSocket tasks) is the curl transport's, any other URLSession's own.
+    func owner(of task: URLSessionTask) -> TaskTransport {
+        task.asTransportDriven == nil ? foundation : curl
     }
 
     /// A stream task to `host` and `port`, not resumed: stream tasks (and the WebSocket tasks built on them) run on

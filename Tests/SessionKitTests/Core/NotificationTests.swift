@@ -223,6 +223,29 @@ final class DelegateOverrideTests: LoopbackTestCase {
         XCTAssertEqual(sent.wrappedValue, 100_000)
     }
 
+    func testUploadProgressObserverGetsEachReportsBytesAndTheyAddUpToTheTotal() async throws {
+        let manager = makeManager()
+        let reports = LockedBox<[(sent: Int64, total: Int64)]>([])
+        manager.taskDidSendBodyData = { _, _, sent, total, _ in reports.write { $0.append((sent, total)) } }
+        var request = URLRequest(url: server.url("/post"))
+        request.httpMethod = "POST"
+        let _: Error? = try await awaitCallback { done in
+            manager.resume(
+                manager.uploadTask(
+                    with: request, from: Data(count: 300_000), completionHandler: { _, _, error in done(error) }))
+        }
+        let seen = reports.wrappedValue
+        XCTAssertFalse(seen.isEmpty)
+        // As URLSession reports it: the bytes since the last report, and the running total they add up to.
+        var running: Int64 = 0
+        for report in seen {
+            XCTAssertGreaterThan(report.sent, 0, "\(seen)")
+            running += report.sent
+            XCTAssertEqual(report.total, running, "\(seen)")
+        }
+        XCTAssertEqual(running, 300_000)
+    }
+
     func testBasicAuthChallengeAnsweredByClosure() async throws {
         let manager = makeManager()
         manager.taskDidReceiveAuthenticationChallenge = { _, _, challenge in

@@ -24,6 +24,24 @@ final class TaskInterceptionTests: LoopbackTestCase {
         "/flaky/\(UUID().uuidString)?failures=\(failures)" + (query.isEmpty ? "" : "&\(query)")
     }
 
+    /// An interceptor that sends the first attempt to a path that never answers (it times out) and every retry to
+    /// `path`, counting the attempts; it retries timeouts only, at most twice.
+    private func timingOutOnce(then path: String, counting attempts: LockedBox<Int>) -> Interceptor {
+        Interceptor(
+            adapt: { request, _ in
+                let attempt = attempts.write { attempt -> Int in
+                    attempt += 1
+                    return attempt
+                }
+                var request = request
+                if attempt > 1 { request.url = self.server.url(path) }
+                return request
+            },
+            retry: { request, error in
+                (error as? URLError)?.code == .timedOut && request.retryCount < 2 ? .retry : .doNotRetry
+            })
+    }
+
     /// The closure verb `get`, awaited: its task, and what `success` (the object) or `failure` (the error) got.
     private func closureGet(
         _ manager: HTTPSessionManager, _ path: String
@@ -194,18 +212,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
     func testATransportErrorIsRetriedOnTheSameTask() async throws {
         let manager = makeManager(timeout: 1)
         let attempts = LockedBox(0)
-        manager.interceptor = Interceptor(
-            adapt: { request, _ in
-                // The first attempt goes to a path that never answers; the retry to one that does.
-                let attempt = attempts.write { attempt -> Int in
-                    attempt += 1
-                    return attempt
-                }
-                var request = request
-                if attempt > 1 { request.url = self.server.url("/get") }
-                return request
-            },
-            retry: { _, error in (error as? URLError)?.code == .timedOut ? .retry : .doNotRetry })
+        manager.interceptor = timingOutOnce(then: "/get", counting: attempts)
         let once = OnceBox<(URLResponse?, Error?)>()
         let request = URLRequest(url: server.url("/fault/never-answer"))
         let task = manager.dataTask(with: request) { response, _, error in
@@ -309,6 +316,47 @@ final class TaskInterceptionTests: LoopbackTestCase {
         let error = try await once.value(timeout: 10, file: #filePath, line: #line)
         XCTAssertEqual((error as? URLError)?.code, .timedOut)
         XCTAssertEqual(server.requests.count, 1)
+    }
+
+    func testThePipelinesRetriesRunOnOneTaskWithinItsResourceTimeout() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForResource = 1
+        configuration.urlCache = nil
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        // Bounded: at most two retries, should the resource timeout not end the request.
+        manager.interceptor = Interceptor(retry: { request, _ in
+            request.retryCount < 2 ? .retryAfter(30) : .doNotRetry
+        })
+        let created = LockedBox<SessionRequest?>(nil)
+        let once = OnceBox<Error?>()
+        Task {
+            do {
+                _ = try await manager.perform(
+                    URLRequest(url: server.url(flakyPath(failures: 5))),
+                    onCreate: { request in created.wrappedValue = request })
+                once.resolve(nil)
+            } catch {
+                once.resolve(error)
+            }
+        }
+        // Far less than the 30 s asked for: the task's resource timeout spans its attempts, as for the task API.
+        let error = try await once.value(timeout: 10, file: #filePath, line: #line)
+        XCTAssertEqual((error as? URLError)?.code, .timedOut, "\(String(describing: error))")
+        XCTAssertEqual(server.requests.count, 1)
+        XCTAssertEqual(created.wrappedValue?.tasks.count, 1, "one task carries the request")
+    }
+
+    func testAStreamedResponseIsRetriedOnItsTaskWhileNoHeadReachedItsReader() async throws {
+        let manager = makeManager(timeout: 1)
+        let attempts = LockedBox(0)
+        manager.interceptor = timingOutOnce(then: "/bytes/1000", counting: attempts)
+        let streamed = try await manager.bytes(for: URLRequest(url: server.url("/fault/never-answer")))
+        var body = Data()
+        for try await chunk in streamed.body { body += chunk }
+        XCTAssertEqual(streamed.response.statusCode, 200)
+        XCTAssertEqual(body.count, 1000)
+        XCTAssertEqual(attempts.wrappedValue, 2)
     }
 
     func testSuspendedBetweenAttemptsTheRetryHoldsItsBodyUntilResumed() async throws {

@@ -545,12 +545,14 @@ final class CurlTaskDriver: @unchecked Sendable {
             cache?.receivedBody(data)
             sink.task(task, in: session, didReceive: data)
         case .sent(let sent, let expected):
-            observed.write { observed in
-                observed.bytesSent = sent
+            let increment = observed.write { observed -> Int64 in
+                defer { observed.bytesSent = sent }
                 if expected > 0 { observed.bytesExpectedToSend = expected }
                 if expected >= 0 && sent >= expected { observed.machine.requestSent() }
+                return max(0, sent - observed.bytesSent)
             }
-            sink.task(task, in: session, didSendBodyData: sent, of: expected)
+            sink.task(
+                task, in: session, didSendBodyData: increment, totalBytesSent: sent, totalBytesExpectedToSend: expected)
         case .trailers(let lines):
             // A held (redirect, challenge) or replaced (304, stale) response's trailers are not the task's.
             guard observed.read({ $0.machine.takesTrailers }) else { return }

@@ -37,9 +37,32 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     var resumesDownloads: Bool { true }
 
-    var needsResourceDeadlines: Bool { false }
-
     var interceptsTasks: Bool { true }
+
+    var streamsRequestBodies: Bool { true }
+
+    // Its tasks keep URLSession's `resume()`/`suspend()` promises themselves, in every state (a loading task holds its
+    // transfer in libcurl), and report each change, with its notification, through the event sink.
+
+    func resume(_ task: URLSessionTask, announces: Bool) {
+        task.asTransportDriven?.transportResume()
+    }
+
+    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool {
+        task.asTransportDriven?.transportSuspend() ?? false
+    }
+
+    func cancel(_ task: URLSessionTask) {
+        task.cancel()
+    }
+
+    var reportsSuspension: Bool { true }
+
+    var sessionCancelsTasks: Bool { false }
+
+    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
+        task.asTransportDriven?.transportSetClientIdentity(identity)
+    }
 
     func makeTask(
         for source: TaskSource, uploadLength: Int64?, options: TransportTaskOptions, session: URLSession,

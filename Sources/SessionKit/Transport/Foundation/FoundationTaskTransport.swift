@@ -8,7 +8,23 @@ import Foundation
 /// keeps no resume data, and ignores the resource timeout on Linux (the manager enforces it).
 struct FoundationTaskTransport: TaskTransport {
     /// Whether the configuration names a SOCKS5 proxy, which URLSession on Linux does not use.
-    var hasSOCKSProxy = false
+    let hasSOCKSProxy: Bool
+    /// The delegate of the manager's sessions: URLSession's callbacks become the manager's events there.
+    let sessionDelegate: FoundationSessionDelegate
+    /// The configuration's resource timeout, which URLSession on Linux ignores; nil for the default.
+    private let deadlines: ResourceDeadlines?
+
+    /// The transport of a manager whose session has `configuration` and whose tasks report to `sink`.
+    init(configuration: URLSessionConfiguration, sink: TaskEventSink) {
+        hasSOCKSProxy = CurlSessionSettings.socksProxy(in: configuration) != nil
+        sessionDelegate = FoundationSessionDelegate(sink: sink)
+        deadlines = ResourceDeadlines(limit: configuration.timeoutIntervalForResource, delegate: sessionDelegate)
+    }
+
+    /// A session with `configuration` whose events reach the manager's sink, on `queue`.
+    func makeSession(configuration: URLSessionConfiguration, queue: OperationQueue) -> URLSession {
+        URLSession(configuration: configuration, delegate: sessionDelegate, delegateQueue: queue)
+    }
 
     func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
         if UnixSocketURL.isUnixSocket(request.url) {
@@ -37,10 +53,11 @@ struct FoundationTaskTransport: TaskTransport {
     ///
     /// Guarded against a crash of URLSession on Linux: a task resumed while it runs restarts its transfer (and then
     /// stops the process when both end), so resuming a running task does nothing.
-    static func resume(_ task: URLSessionTask, announces: Bool = true) {
+    func resume(_ task: URLSessionTask, announces: Bool) {
         guard task.state == .suspended else { return }
         task.resume()
         if announces { NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task) }
+        deadlines?.started(task)
     }
 
     /// Suspends one of URLSession's own tasks that has not started, and posts `sessionKitTaskDidSuspend`; false for a
@@ -50,7 +67,7 @@ struct FoundationTaskTransport: TaskTransport {
     /// later, on URLSession's internal work queue; if a `resume()` lands before that stop has run, URLSession stops the
     /// process (`NativeProtocol.swift`). When the stop runs cannot be observed from outside, so a loading task is not
     /// suspended at all. A task that has not started yet can be suspended and resumed freely.
-    static func suspend(_ task: URLSessionTask, announces: Bool = true) -> Bool {
+    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool {
         guard task.state == .suspended else { return false }
         task.suspend()
         if announces { NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task) }
@@ -71,7 +88,10 @@ struct FoundationTaskTransport: TaskTransport {
         )
     }
 
-    var clientIdentityRefusal: NSError? {
+    var clientIdentityRefusal: NSError? { Self.clientIdentityUnsupported }
+
+    /// Why a task of this transport cannot present a client identity.
+    static var clientIdentityUnsupported: NSError {
         SessionKitError.session(
             .unsupportedByTransport,
             "The Foundation transport cannot present a client certificate (URLSession on Linux has no mutual TLS); "
@@ -80,7 +100,25 @@ struct FoundationTaskTransport: TaskTransport {
 
     var resumesDownloads: Bool { false }
 
-    var needsResourceDeadlines: Bool { true }
+    /// URLSession on Linux reads a body stream synchronously on its own queue (a stream that waits for its writer
+    /// would hold that queue) and sends no request trailers.
+    var streamsRequestBodies: Bool { false }
+
+    func cancel(_ task: URLSessionTask) {
+        task.cancel()
+    }
+
+    /// URLSession's tasks tell SessionKit nothing of a `resume()` or `suspend()`.
+    var reportsSuspension: Bool { false }
+
+    var sessionCancelsTasks: Bool { true }
+
+    /// URLSession on Linux has no mutual TLS: a running task given an identity ends now, with
+    /// ``clientIdentityUnsupported``, rather than go without it.
+    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
+        guard identity != nil, running else { return }
+        sessionDelegate.cancel(task, meaning: .clientIdentityUnsupported)
+    }
 
     /// URLSession starts its tasks on `resume()` and ends them itself: no adapter can run first, no attempt again.
     var interceptsTasks: Bool { false }
@@ -109,6 +147,7 @@ struct FoundationTaskTransport: TaskTransport {
         case .refused:
             return nil
         }
+        deadlines?.watch(task)
         return TransportTask(task: task, flowControl: nil, writesBodyToFile: false, adoptProgress: { _, _ in })
     }
 }

@@ -379,7 +379,10 @@ final class WebSocketStreamSink: TaskEventSink {
         _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
     ) -> URLSession.ResponseDisposition { .allow }
     func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {}
-    func task(_ task: URLSessionTask, in session: URLSession, didSendBodyData sent: Int64, of expected: Int64) {}
+    func task(
+        _ task: URLSessionTask, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        totalBytesExpectedToSend: Int64
+    ) {}
     func task(
         _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest
@@ -405,4 +408,20 @@ final class WebSocketStreamSink: TaskEventSink {
         reason: Data?
     ) {}
     func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {}
+    // URLSession's own events: a stream of SessionKit's never has them.
+    func sessionDidBecomeInvalid(_ session: URLSession, error: Error?) {}
+    func session(
+        _ session: URLSession, didReceive challenge: URLAuthenticationChallenge
+    ) -> (URLSession.AuthChallengeDisposition, URLCredential?) { (.cancelAuthenticationChallenge, nil) }
+    func taskNeedsNewBodyStream(_ task: URLSessionTask, in session: URLSession) -> InputStream? { nil }
+    func task(_ dataTask: URLSessionDataTask, in session: URLSession, didBecome downloadTask: URLSessionDownloadTask) {}
+    func task(
+        _ task: URLSessionDownloadTask, in session: URLSession, didWriteData bytesWritten: Int64,
+        totalBytesWritten: Int64, totalBytesExpectedToWrite: Int64
+    ) {}
+    func task(
+        _ task: URLSessionDownloadTask, in session: URLSession, didResumeAtOffset fileOffset: Int64,
+        expectedTotalBytes: Int64
+    ) {}
+    func task(_ task: URLSessionDownloadTask, in session: URLSession, didFinishDownloadingTo location: URL) {}
 }

@@ -7,11 +7,11 @@ import Foundation
 /// Enforces a session configuration's `timeoutIntervalForResource` on the Foundation transport, whose URLSession on
 /// Linux never does: a task still running that long after it started ends with `URLError.timedOut`.
 ///
-/// A task's clock starts when the manager resumes it, or, for a task resumed directly (`task.resume()`), at the first
-/// sweep that sees it running: sweeps run every tenth of the limit (at least every second), only while tasks are
+/// A task's clock starts when the transport resumes it, or, for a task resumed directly (`task.resume()`), at the
+/// first sweep that sees it running: sweeps run every tenth of the limit (at least every second), only while tasks are
 /// watched. The curl transport enforces the timeout itself and is not watched.
 final class ResourceDeadlines: Sendable {
-    // Sendable, checked by the compiler: `state` is a `Protected` box; `limit`, `registry` and `queue` are immutable.
+    // Sendable, checked by the compiler: `state` is a `Protected` box; `limit`, `delegate` and `queue` are immutable.
 
     private struct Watched {
         weak var task: URLSessionTask?
@@ -24,16 +24,17 @@ final class ResourceDeadlines: Sendable {
     }
 
     private let limit: TimeInterval
-    private let registry: TaskRegistry
+    /// Cancels an expired task so that it ends with `URLError.timedOut`.
+    private let delegate: FoundationSessionDelegate
     private let state = Protected(State())
     private static let queue = DispatchQueue(label: "com.sessionkit.resource-deadlines")
 
-    /// Deadlines of `limit` seconds for the tasks of `registry`; nil when the limit is the default (7 days) or none,
-    /// so that the common case costs nothing.
-    init?(limit: TimeInterval, registry: TaskRegistry) {
+    /// Deadlines of `limit` seconds for the tasks of the session `delegate` serves; nil when the limit is the
+    /// default (7 days) or none, so that the common case costs nothing.
+    init?(limit: TimeInterval, delegate: FoundationSessionDelegate) {
         guard limit > 0, limit < URLSessionConfiguration.default.timeoutIntervalForResource else { return nil }
         self.limit = limit
-        self.registry = registry
+        self.delegate = delegate
     }
 
     /// Starts watching `task`, which has not started yet.
@@ -70,7 +71,7 @@ final class ResourceDeadlines: Sendable {
         let expired = state.write { state -> [URLSessionTask] in
             var expired: [URLSessionTask] = []
             for (key, var watched) in state.watched {
-                guard let task = watched.task, registry.delegate(for: task) != nil, task.state != .completed else {
+                guard let task = watched.task, task.state != .completed else {
                     state.watched[key] = nil
                     continue
                 }
@@ -91,8 +92,7 @@ final class ResourceDeadlines: Sendable {
             return expired
         }
         for task in expired {
-            registry.markCancellation(of: task, as: .resourceTimeout)
-            task.cancel()
+            delegate.cancel(task, meaning: .resourceTimeout)
         }
     }
 }
