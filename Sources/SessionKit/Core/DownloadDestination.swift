@@ -6,8 +6,8 @@ import Foundation
 
 /// Where a finished download goes: the task's own destination closure, unless the manager-wide one answered.
 ///
-/// Used for both transports' downloads: the file URLSession wrote (Foundation) and the one ``FileBodySink`` wrote
-/// (curl).
+/// Used for both transports' downloads: the file URLSession wrote (Foundation) and the one the curl transport's
+/// ``FileBodySink`` wrote.
 struct DownloadDestination {
     /// The task's destination, asked with the temporary file and the response; nil when the caller gave none.
     let destination: (@Sendable (URL, URLResponse) -> URL)?

@@ -94,14 +94,12 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
     ///   - destination: For downloads, where to move the file.
-    ///   - managerDestination: For downloads streamed to a file by this delegate, the manager-wide destination,
-    ///     asked first.
     ///   - bodyStream:  For streamed uploads, the stream to hand URLSession when it asks for one.
     ///   - uploadLength: The size of the request body when known before sending.
     ///   - forcedError: When set, the task ends with this error whatever URLSession reports.
-    ///   - streamsBodyToFile: Whether this delegate writes the download to a file itself (no URLSession download
-    ///     machinery runs the task).
-    ///   - resumingFile: The partial file of resume data this download continues.
+    ///   - downloadSink: The transport's writer of this download's file, when the transport has no URLSession
+    ///     download machinery (the curl transport); the body goes there.
+    ///   - continuesResumeData: Whether the download continues the partial file of resume data.
     ///   - onConsumed:  Told how many body bytes were handled (back-pressure).
     ///   - streamSink:  Where a streamed body goes instead of memory.
     ///   - observation: The pipeline request this task is an attempt of, and its monitor.
@@ -115,12 +113,11 @@ final class TaskDelegate: @unchecked Sendable {
         uploadProgressHandler: (@Sendable (Progress) -> Void)?,
         downloadProgressHandler: (@Sendable (Progress) -> Void)?,
         destination: (@Sendable (URL, URLResponse) -> URL)?,
-        managerDestination: ((URLSessionTask, URL) -> URL?)? = nil,
         bodyStream: InputStream?,
         uploadLength: Int64?,
         forcedError: NSError?,
-        streamsBodyToFile: Bool = false,
-        resumingFile: (url: URL, length: Int64)? = nil,
+        downloadSink: BodySink? = nil,
+        continuesResumeData: Bool = false,
         onConsumed: ((Int) -> Void)? = nil,
         streamSink: DataStreamSink? = nil,
         observation: Observation? = nil,
@@ -140,16 +137,8 @@ final class TaskDelegate: @unchecked Sendable {
         self.onConsumed = onConsumed
         self.trailerSink = streamSink
         let url = task.originalRequest?.url
-        if let resumingFile {
-            sink = LimitedBodySink(
-                FileBodySink(
-                    file: BodyFile(resuming: resumingFile.url, length: resumingFile.length), task: task,
-                    managerDestination: managerDestination),
-                limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
-        } else if streamsBodyToFile {
-            sink = LimitedBodySink(
-                FileBodySink(file: BodyFile(), task: task, managerDestination: managerDestination),
-                limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
+        if let downloadSink {
+            sink = LimitedBodySink(downloadSink, limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if let streamSink {
             sink = LimitedBodySink(
                 StreamBodySink(streamSink), limit: bodyLimits.maximumStreamed,
@@ -159,8 +148,8 @@ final class TaskDelegate: @unchecked Sendable {
                 MemoryBodySink(), limit: bodyLimits.maximumInMemory, name: "the in-memory limit",
                 url: url)
         }
-        self.bodyKind = resumingFile != nil || streamsBodyToFile ? .file : (streamSink != nil ? .stream : .memory)
-        self.continuesResumeData = resumingFile != nil
+        self.bodyKind = downloadSink != nil ? .file : (streamSink != nil ? .stream : .memory)
+        self.continuesResumeData = continuesResumeData && downloadSink != nil
         progress = TaskProgress(
             task: task, uploadLength: uploadLength, control: control,
             uploadHandler: uploadProgressHandler, downloadHandler: downloadProgressHandler)

@@ -101,10 +101,8 @@ extension URLSessionManager {
             (name: $0.key, value: $0.value)
         }
         func has(_ name: String) -> Bool { fields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame } }
-        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-            if let name = name.base as? String, let value = value as? String, !has(name) {
-                fields.append((name, value))
-            }
+        for (name, value) in configuration.additionalHeaderFields.sorted(by: { $0.key < $1.key }) where !has(name) {
+            fields.append((name, value))
         }
         if request.httpShouldHandleCookies, configuration.httpShouldSetCookies, !has("Cookie"),
             let storage = configuration.httpCookieStorage, let url = WebSocketDriver.httpURL(for: request.url),

@@ -168,11 +168,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     static func encode(_ configuration: URLSessionConfiguration, to coder: NSCoder) {
         coder.encode(NSNumber(value: configuration.timeoutIntervalForRequest), forKey: "timeoutIntervalForRequest")
         coder.encode(NSNumber(value: configuration.timeoutIntervalForResource), forKey: "timeoutIntervalForResource")
-        var headers: [String: String] = [:]
-        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-            if let name = name.base as? String, let value = value as? String { headers[name] = value }
-        }
-        coder.encode(headers as NSDictionary, forKey: "httpAdditionalHeaders")
+        coder.encode(configuration.additionalHeaderFields as NSDictionary, forKey: "httpAdditionalHeaders")
         coder.encode(NSNumber(value: configuration.requestCachePolicy.rawValue), forKey: "requestCachePolicy")
         coder.encode(
             NSNumber(value: configuration.httpMaximumConnectionsPerHost), forKey: "httpMaximumConnectionsPerHost")
@@ -519,28 +515,16 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
         completionHandler: (@Sendable (URLResponse?, URL?, Error?) -> Void)? = nil
     ) -> URLSessionTask {
-        guard taskTransports[transport].resumesDownloads else {
-            let error = SessionKitError.session(
-                .resumeDataUnavailable,
-                "Downloads cannot be resumed on the foundation transport: URLSession on Linux keeps no resume data.")
+        switch taskTransports[transport].resumedDownload(from: resumeData) {
+        case .failure(let error):
             return makeTask(
                 .refused(error, download: true), downloadProgress: progress, destination: destination,
                 completion: Self.fileCompletion(completionHandler))
-        }
-        guard let resume = ResumeData.decode(resumeData), let url = URL(string: resume.url) else {
-            let error = SessionKitError.session(
-                .resumeDataUnavailable, "The resume data is not SessionKit's, or its partial file is gone or changed.")
+        case .success(let resumed):
             return makeTask(
-                .refused(error, download: true), downloadProgress: progress, destination: destination,
-                completion: Self.fileCompletion(completionHandler))
+                .download(resumed.request), downloadProgress: progress, destination: destination,
+                resumedDownload: resumed, completion: Self.fileCompletion(completionHandler))
         }
-        var request = URLRequest(url: url)
-        request.setValue("bytes=\(resume.bytes)-", forHTTPHeaderField: "Range")
-        request.setValue(resume.validator, forHTTPHeaderField: "If-Range")
-        return makeTask(
-            .download(request), downloadProgress: progress, destination: destination,
-            resumingFile: (URL(fileURLWithPath: resume.partialFile), resume.bytes),
-            completion: Self.fileCompletion(completionHandler))
     }
 
     /// Cancels `task` and hands its resume data to `completionHandler` (nil when there is none).
@@ -674,7 +658,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         downloadProgress: (@Sendable (Progress) -> Void)? = nil,
         destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
         responseSerializer: URLResponseSerialization? = nil,
-        resumingFile: (url: URL, length: Int64)? = nil,
+        resumedDownload: ResumedDownload? = nil,
         streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
         interceptor pipelineInterceptor: (any RequestInterceptor)? = nil,
@@ -755,11 +739,20 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             if case .refused = source { return nil }
             let session = state.session ?? makeSession()
             state.session = session
-            let options = TransportTaskOptions(
+            var options = TransportTaskOptions(
                 policy: policy, tlsVersions: tlsVersions,
                 decodingLimits: .init(ratio: limits.maximumDecompressionRatio, size: limits.maximumDecompressedSize),
                 connectionEvents: observability?.metrics, connection: connection, clientIdentity: identity,
                 intercepted: interception != nil)
+            if source.isDownload {
+                // For a transport that writes the file itself: no URLSession download callback asks the manager-wide
+                // destination, so its writer asks it (read when the download ends, as AFNetworking reads it).
+                let overrides = self.overrides
+                options.resumedDownload = resumedDownload
+                options.downloadDestinationOverride = { task, location in
+                    overrides.read { $0.downloadTaskDidFinishDownloading }.flatMap { $0(session, task, location) }
+                }
+            }
             return taskTransport.makeTask(
                 for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }
@@ -788,28 +781,17 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         }
 
         let flowControl = made?.flowControl
-        let streamsBodyToFile = made?.writesBodyToFile ?? false
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
             completionQueue: settings.completionQueue ?? privateCompletionQueue,
             completionGroup: settings.completionGroup ?? privateCompletionGroup,
             processingQueue: Self.processingQueue, completesInPlace: completesInPlace, announces: announces)
-        var managerDestination: ((URLSessionTask, URL) -> URL?)?
-        if (streamsBodyToFile || resumingFile != nil) && registry === self.registry {
-            // A download the task delegate writes itself: no URLSession download callback asks the manager-wide
-            // destination, so the delegate asks it (read when the download ends, as AFNetworking reads it).
-            let overrides = self.overrides
-            let session = self.session
-            managerDestination = { task, location in
-                overrides.read { $0.downloadTaskDidFinishDownloading }.flatMap { $0(session, task, location) }
-            }
-        }
         let delegate = TaskDelegate(
             task: task, delivery: delivery,
             uploadProgressHandler: uploadProgress, downloadProgressHandler: downloadProgress,
-            destination: destination, managerDestination: managerDestination, bodyStream: Self.bodyStream(of: source),
-            uploadLength: uploadLength, forcedError: forcedError, streamsBodyToFile: streamsBodyToFile,
-            resumingFile: resumingFile,
+            destination: destination, bodyStream: Self.bodyStream(of: source),
+            uploadLength: uploadLength, forcedError: forcedError, downloadSink: made?.downloadSink,
+            continuesResumeData: resumedDownload != nil,
             onConsumed: flowControl.map { flow in { flow.consumed($0) } },
             streamSink: streamSink, observation: observation, interception: interception, bodyLimits: limits,
             control: control, telemetry: made == nil ? nil : taskTelemetry, completion: completion)
@@ -868,10 +850,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     /// The error for `configuration`'s `httpAdditionalHeaders`, when one of them cannot go on the wire.
     private static func additionalHeadersError(of configuration: URLSessionConfiguration) -> NSError? {
-        var fields: [String: String] = [:]
-        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-            fields[String(describing: name.base)] = String(describing: value)
-        }
+        let fields = configuration.additionalHeaderFields
         return fields.isEmpty ? nil : HTTPFieldValidation.error(forFields: fields)
     }
 

@@ -165,6 +165,17 @@ final class RequestBodyPipe: @unchecked Sendable {
                 + "retry) and is never sent twice; send it with a .data or .file body to allow that.")
     }
 
+    /// The error of a request whose streamed body was needed a second time: `URLError.requestBodyStreamExhausted`
+    /// with ``notReplayable`` under it, and `userInfo` (the failing URL).
+    static func notReplayableError(userInfo: [String: Any]) -> URLError {
+        let refusal = notReplayable
+        return URLError(
+            .requestBodyStreamExhausted,
+            userInfo: userInfo.merging([
+                NSLocalizedDescriptionKey: refusal.localizedDescription, NSUnderlyingErrorKey: refusal,
+            ]) { $1 })
+    }
+
     /// Every byte written so far, taken out of the pipe (a body collected before it is sent).
     func collected() -> Data {
         state.write { state -> Data in

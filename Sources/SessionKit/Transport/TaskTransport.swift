@@ -17,8 +17,9 @@ protocol TaskTransport: Sendable {
     /// Why a task cannot present a client identity (mutual TLS) on this transport; nil when it can.
     var clientIdentityRefusal: NSError? { get }
 
-    /// Whether a download can continue from resume data (`downloadTask(withResumeData:)`).
-    var resumesDownloads: Bool { get }
+    /// The request and partial file that continue a download from `resumeData` (`downloadTask(withResumeData:)`),
+    /// or why the transport cannot continue it.
+    func resumedDownload(from resumeData: Data) -> Result<ResumedDownload, NSError>
 
     /// Whether a request body stream is read as it is sent, without waiting (a `RequestBodyPipe`), so that a body can
     /// still be written while the response is read (full duplex) and trailers can follow it. When not, the HTTP core
@@ -105,9 +106,24 @@ struct TransportTaskOptions: Sendable {
     var connection = ConnectionOptions()
     /// The client certificate its connections present (mutual TLS).
     var clientIdentity: ClientIdentity?
+    /// For a download: the resume data it continues, from ``TaskTransport/resumedDownload(from:)``.
+    var resumedDownload: ResumedDownload?
+    /// For a download: the manager-wide destination closure (`downloadTaskDidFinishDownloading`), which a transport
+    /// that writes the file itself asks, with the finished file, before the task's own destination.
+    var downloadDestinationOverride: (@Sendable (URLSessionTask, URL) -> URL?)?
     /// Whether the manager's adapters and retriers run around each attempt of the task (the curl transport's tasks
     /// of the task API and the closure verbs, when the manager has an interceptor; the Foundation transport cannot).
     var intercepted = false
+}
+
+/// A download continued from resume data: its request (`Range` and `If-Range`) and the partial file it appends to.
+struct ResumedDownload: Sendable {
+    /// The request for the rest of the entity.
+    let request: URLRequest
+    /// The bytes received before, which a `206` continues and any other answer replaces.
+    let partialFile: URL
+    /// How many bytes ``partialFile`` holds.
+    let length: Int64
 }
 
 /// A task a transport made, and what its per-task delegate needs to know of it.
@@ -116,9 +132,9 @@ struct TransportTask {
     let task: URLSessionTask
     /// Back-pressure between the transfer and the per-task delegate, when the transport can hold a transfer.
     let flowControl: FlowControl?
-    /// Whether the per-task delegate writes a download's body to its temporary file (a transport without download
-    /// machinery of its own hands it the bytes).
-    let writesBodyToFile: Bool
+    /// Where a download's body is written, when the transport writes it itself (the curl transport: URLSession writes
+    /// its own): the per-task delegate feeds it the body, asks it for resume data and lets it hand the file on.
+    let downloadSink: BodySink?
     /// Makes the per-task delegate's progress the task's own (`task.progress`), given how to get (upload, download):
     /// the `Progress` objects are built only when asked for.
     let adoptProgress: (@escaping @Sendable () -> Progress, @escaping @Sendable () -> Progress) -> Void

@@ -192,6 +192,23 @@ final class WireSafetyTests: RawServerTestCase {
         XCTAssertTrue(server.requests.isEmpty)
     }
 
+    func testAConfigurationsAdditionalHeaderThatCannotGoOnTheWireFailsEveryTaskNamingIt() async throws {
+        let server = try await start { _ in .respond(RawFaultServer.response()) }
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpAdditionalHeaders = ["X-Config": "a\r\nX-Injected: 1"]
+        let manager = HTTPSessionManager(baseURL: server.url(), sessionConfiguration: configuration)
+        manager.transport = LoopbackTestCase.testTransport
+        manager.responseSerializer = HTTPResponseSerializer()
+        do {
+            _ = try await manager.get("/x")
+            XCTFail("the configuration's bad header was accepted")
+        } catch {
+            XCTAssertEqual(code(error), SessionKitError.Code.invalidRequestField.rawValue, "\(error)")
+            XCTAssertTrue((error as NSError).localizedDescription.contains("X-Config"), "\(error)")
+        }
+        XCTAssertTrue(server.requests.isEmpty)
+    }
+
     func testARequestTheRedirectClosureReturnsIsCheckedBeforeItIsSent() async throws {
         let server = try await start { request in
             request.target == "/start"

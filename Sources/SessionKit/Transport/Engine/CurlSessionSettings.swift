@@ -22,11 +22,7 @@ struct CurlSessionSettings: @unchecked Sendable {
     let cache: ResponseCache?
 
     init(_ configuration: URLSessionConfiguration) {
-        var headers: [String: String] = [:]
-        for (name, value) in configuration.httpAdditionalHeaders ?? [:] {
-            if let name = name.base as? String, let value = value as? String { headers[name] = value }
-        }
-        additionalHeaders = headers
+        additionalHeaders = configuration.additionalHeaderFields
         cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
         idleTimeout = configuration.timeoutIntervalForRequest
         resourceTimeout = configuration.timeoutIntervalForResource

@@ -358,14 +358,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         if pumpedAgain || (request.httpBodyStream as? PipeInputStream)?.pipe.isClaimed == true {
             // A redirect that keeps the body, or an authentication round: a streamed body is never sent twice (a
             // caller's stream would be read by a second pump beside the first one's, which may still wait in `read`).
-            let refusal = RequestBodyPipe.notReplayable
-            return fail(
-                URLError(
-                    .requestBodyStreamExhausted,
-                    userInfo: [
-                        NSLocalizedDescriptionKey: refusal.localizedDescription, NSUnderlyingErrorKey: refusal,
-                        NSURLErrorFailingURLErrorKey: request.url as Any,
-                    ]))
+            let failingURL: [String: Any] = [NSURLErrorFailingURLErrorKey: request.url as Any]
+            return fail(RequestBodyPipe.notReplayableError(userInfo: failingURL))
         }
         let events = CurlTransfer.Events(
             response: { [self] head in enqueue(.response(head)) },

@@ -35,7 +35,21 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     var clientIdentityRefusal: NSError? { nil }
 
-    var resumesDownloads: Bool { true }
+    /// SessionKit's own resume data (``ResumeData``): the partial file must still be there, its size unchanged.
+    func resumedDownload(from resumeData: Data) -> Result<ResumedDownload, NSError> {
+        guard let resume = ResumeData.decode(resumeData), let url = URL(string: resume.url) else {
+            return .failure(
+                SessionKitError.session(
+                    .resumeDataUnavailable,
+                    "The resume data is not SessionKit's, or its partial file is gone or changed."))
+        }
+        var request = URLRequest(url: url)
+        request.setValue("bytes=\(resume.bytes)-", forHTTPHeaderField: "Range")
+        request.setValue(resume.validator, forHTTPHeaderField: "If-Range")
+        return .success(
+            ResumedDownload(
+                request: request, partialFile: URL(fileURLWithPath: resume.partialFile), length: resume.bytes))
+    }
 
     var interceptsTasks: Bool { true }
 
@@ -103,8 +117,15 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         case .refused: return nil
         }
         let isUpload = task is URLSessionUploadTask
+        // libcurl has no download machinery: the body is written to a file of the transport's own.
+        var downloadSink: FileBodySink?
+        if source.isDownload {
+            let file = options.resumedDownload.map { BodyFile(resuming: $0.partialFile, length: $0.length) }
+            downloadSink = FileBodySink(
+                file: file ?? BodyFile(), task: task, managerDestination: options.downloadDestinationOverride)
+        }
         return TransportTask(
-            task: task, flowControl: driver.flowControl, writesBodyToFile: source.isDownload,
+            task: task, flowControl: driver.flowControl, downloadSink: downloadSink,
             adoptProgress: { upload, download in driver.progressSource = isUpload ? upload : download })
     }
 

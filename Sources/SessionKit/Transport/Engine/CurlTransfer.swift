@@ -753,14 +753,7 @@ final class CurlTransfer: @unchecked Sendable {
             NSLocalizedDescriptionKey: reason,
         ]
         if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
-        if pipeRefused {
-            return URLError(
-                .requestBodyStreamExhausted,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey: RequestBodyPipe.notReplayable.localizedDescription,
-                    NSUnderlyingErrorKey: RequestBodyPipe.notReplayable,
-                ]) { $1 })
-        }
+        if pipeRefused { return RequestBodyPipe.notReplayableError(userInfo: userInfo) }
         if bodyStreamFailed, let failure = bodyPipe?.failure as? InputStreamPump.ReadFailure {
             return Self.bodyStreamError(failure.streamError, userInfo)
         }

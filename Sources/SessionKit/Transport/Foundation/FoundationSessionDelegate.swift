@@ -12,9 +12,12 @@ import Foundation
 /// - a 401 or 407 always gets an answer URLSession completes (a credential, or a cancellation that this delegate turns
 ///   back into the delivery of the challenge's response);
 /// - a task SessionKit cancels for a reason of its own (the resource timeout, a client identity it cannot present)
-///   ends with that reason rather than `URLError.cancelled`.
+///   ends with that reason rather than `URLError.cancelled`;
+/// - the bytes an upload report says were sent add up to its total (URLSession on Linux reads the total from another
+///   counter than the increment, so that the last increments of a body overshoot it).
 final class FoundationSessionDelegate: NSObject, Sendable {
-    // Sendable, checked by the compiler: `sink` is immutable and Sendable, `cancellations` a `Protected` box.
+    // Sendable, checked by the compiler: `sink` is immutable and Sendable, `cancellations` and `sentTotals` are
+    // `Protected` boxes.
 
     /// What the coming cancellation of a task means, when SessionKit cancels it for a reason of its own (URLSession
     /// can end a task early only by cancelling it).
@@ -29,6 +32,8 @@ final class FoundationSessionDelegate: NSObject, Sendable {
 
     private let sink: TaskEventSink
     private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
+    /// The total of request body bytes last reported for each task still sending.
+    private let sentTotals = Protected<[ObjectIdentifier: Int64]>([:])
 
     /// A delegate reporting to `sink` (the manager's hub).
     init(sink: TaskEventSink) {
@@ -159,12 +164,21 @@ extension FoundationSessionDelegate: URLSessionTaskDelegate {
         totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {
+        // The increment is what the total moved by since the last report; a report that moves nothing is dropped.
+        let increment = sentTotals.write { totals -> Int64? in
+            let last = totals[ObjectIdentifier(task)] ?? 0
+            guard totalBytesSent > last else { return nil }
+            totals[ObjectIdentifier(task)] = totalBytesSent
+            return totalBytesSent - last
+        }
+        guard let increment else { return }
         sink.task(
-            task, in: session, didSendBodyData: bytesSent, totalBytesSent: totalBytesSent,
+            task, in: session, didSendBodyData: increment, totalBytesSent: totalBytesSent,
             totalBytesExpectedToSend: totalBytesExpectedToSend)
     }
 
     func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: Error?) {
+        sentTotals.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) }
         sink.task(task, in: session, didCompleteWithError: completionError(of: task, error))
     }
 }

@@ -98,7 +98,13 @@ struct FoundationTaskTransport: TaskTransport {
                 + "use Transport.curl, or set no clientIdentity.")
     }
 
-    var resumesDownloads: Bool { false }
+    /// URLSession on Linux keeps no resume data.
+    func resumedDownload(from resumeData: Data) -> Result<ResumedDownload, NSError> {
+        .failure(
+            SessionKitError.session(
+                .resumeDataUnavailable,
+                "Downloads cannot be resumed on the foundation transport: URLSession on Linux keeps no resume data."))
+    }
 
     /// URLSession on Linux reads a body stream synchronously on its own queue (a stream that waits for its writer
     /// would hold that queue) and sends no request trailers.
@@ -148,6 +154,6 @@ struct FoundationTaskTransport: TaskTransport {
             return nil
         }
         deadlines?.watch(task)
-        return TransportTask(task: task, flowControl: nil, writesBodyToFile: false, adoptProgress: { _, _ in })
+        return TransportTask(task: task, flowControl: nil, downloadSink: nil, adoptProgress: { _, _ in })
     }
 }

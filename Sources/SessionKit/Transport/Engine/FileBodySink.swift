@@ -4,23 +4,24 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Writes a download that no URLSession download machinery runs (the curl transport's download tasks) to a
-/// temporary ``BodyFile``, and at the end hands the file on to be moved, or keeps it as resume data when the
-/// task was cancelled or cut.
+/// The curl transport's download machinery: writes a download task's body to a temporary ``BodyFile`` (a new one, or
+/// the partial file of resume data), and at the end hands the file on to be moved, or keeps it as resume data
+/// (``ResumeData``) when the task was cancelled or cut. The transport makes it with the task; the per-task delegate
+/// feeds it, on the delegate queue, as it feeds any ``BodySink``.
 final class FileBodySink: BodySink {
     private let file: BodyFile
     /// The download task: its original URL goes into resume data, and the manager-wide destination is asked about it.
     private let task: URLSessionTask
     /// The manager-wide `downloadTaskDidFinishDownloading` closure, which URLSession's download callback asks on the
     /// Foundation transport; asked here when the download ends, before the task's own destination.
-    private let managerDestination: ((URLSessionTask, URL) -> URL?)?
+    private let managerDestination: (@Sendable (URLSessionTask, URL) -> URL?)?
     /// The `ETag` (or `Last-Modified`) of the download, for resume data. Written and read on the delegate queue.
     private var validator: String?
     /// Set by `URLSessionManager.cancel(_:producingResumeData:)` from any thread: called once with the resume data.
     private let resumeDataHandler = Protected<((Data?) -> Void)?>(nil)
 
     /// Writes the body of `task` to `file` (a new one, or the partial file of resume data).
-    init(file: BodyFile, task: URLSessionTask, managerDestination: ((URLSessionTask, URL) -> URL?)?) {
+    init(file: BodyFile, task: URLSessionTask, managerDestination: (@Sendable (URLSessionTask, URL) -> URL?)?) {
         self.file = file
         self.task = task
         self.managerDestination = managerDestination

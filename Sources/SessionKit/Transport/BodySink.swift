@@ -4,8 +4,9 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Where the body of one task goes as it arrives: into memory (``MemoryBodySink``), into a file that can become
-/// resume data (``FileBodySink``), or to a streamed reader (``StreamBodySink``).
+/// Where the body of one task goes as it arrives: into memory (``MemoryBodySink``), to a streamed reader
+/// (``StreamBodySink``), or into the download file of a transport without URLSession's download machinery, which can
+/// become resume data (the curl transport's ``FileBodySink``, which the transport hands over with its task).
 ///
 /// ``TaskDelegate`` picks one when it is created and from then on only calls these methods, all on the session's
 /// serial delegate queue except ``takeBody()``, which may run wherever the completion is decided.
