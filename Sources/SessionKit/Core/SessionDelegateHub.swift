@@ -234,10 +234,10 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void
     ) {
         guard let delegate = registry.delegate(for: task) else { return then(.complete) }
-        delegate.attemptEnded(error: error, then: then)
+        delegate.attemptEnded(error: error, deadline: deadline, then: then)
     }
 }

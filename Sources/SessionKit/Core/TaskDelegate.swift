@@ -17,7 +17,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     // @unchecked Sendable: `lifecycle` and `bodyStream` are `Protected` boxes, and the body sink
     // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
-    // of its own; `settled` and `retrierError` are used on the delegate queue only (asserted where they are set); the
+    // of its own; `settled` and `chosenError` are used on the delegate queue only (asserted where they are set); the
     // rest is immutable after `init` apart from `Progress`, which is thread-safe.
 
     /// Where the task's completion goes and what decodes its body.
@@ -80,9 +80,12 @@ final class TaskDelegate: @unchecked Sendable {
     private let interception: Interception?
     /// What the last attempt ended with when the retriers let it stand (delegate queue): its body (taken from the
     /// sink to judge it) and, when its transfer succeeded, what the serializer made of it, so that the completion
-    /// does not serialize it again; or the error a retrier chose.
+    /// does not serialize it again.
     private var settled: (body: Data, serialized: CompletionDelivery.Serialized?)?
-    private var retrierError: Error?
+    /// The error the caller gets as it was thrown, in place of the transport's: a retrier's choice
+    /// (`.doNotRetryWithError`) or an adapter's refusal. Bridged to `NSError` on its way through the transport, a Swift
+    /// error could not be cast back to its own type on Linux.
+    private var chosenError: Error?
     /// Where a streamed body goes, which also takes the response trailers; nil for other bodies.
     private let trailerSink: DataStreamSink?
 
@@ -215,6 +218,10 @@ final class TaskDelegate: @unchecked Sendable {
                 result = .failure(error)
             }
             interception.delegateQueue.async { [self] in
+                // Unless the caller cancelled meanwhile: the task then ends as cancelled.
+                if case .failure(let refusal) = result, task.state != .canceling, task.state != .completed {
+                    chosenError = refusal
+                }
                 // A retry's attempt is a span of its own, whose trace context the adapted request carries.
                 then(result.map { request in telemetry?.retry(request) ?? request })
             }
@@ -222,8 +229,9 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     /// An attempt ended with `error` (nil: with its response): the serializer judges the response, and when either
-    /// failed the retriers decide whether the task sends its request again. `then` runs on the delegate queue.
-    func attemptEnded(error: Error?, then: @escaping @Sendable (AttemptVerdict) -> Void) {
+    /// failed the retriers decide whether the task sends its request again, unless that would start past the task's
+    /// resource `deadline`. `then` runs on the delegate queue.
+    func attemptEnded(error: Error?, deadline: Date?, then: @escaping @Sendable (AttemptVerdict) -> Void) {
         // A streamed body whose head reached its reader is never sent again: the reader may have seen the response.
         guard let interception, interception.retries, let observation, lifecycle.read({ $0.acceptsData }),
             !sink.hasRefused, trailerSink?.hasResponse != true
@@ -251,7 +259,7 @@ final class TaskDelegate: @unchecked Sendable {
                 interception.delegateQueue.async { [self] in
                     conclude(
                         decision, failure: failure, transportError: error, body: body, serialized: serialized,
-                        then: then)
+                        deadline: deadline, then: then)
                 }
             }
             Task {
@@ -266,7 +274,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// `body` and `serialized` are the completion's, if the attempt stands.
     private func conclude(
         _ decision: RetryDecision, failure: Error, transportError: Error?, body: Data,
-        serialized: CompletionDelivery.Serialized, then: @Sendable (AttemptVerdict) -> Void
+        serialized: CompletionDelivery.Serialized, deadline: Date?, then: @Sendable (AttemptVerdict) -> Void
     ) {
         guard let interception, let observation else { return then(.complete) }
         dispatchPrecondition(condition: .onQueue(interception.delegateQueue))
@@ -278,7 +286,12 @@ final class TaskDelegate: @unchecked Sendable {
         case .retry: delay = 0
         case .retryAfter(let seconds): delay = max(0, seconds)
         case .doNotRetry: delay = -1
-        case .doNotRetryWithError(let other): (delay, retrierError) = (-1, other)
+        case .doNotRetryWithError(let other): (delay, chosenError) = (-1, other)
+        }
+        if delay >= 0, let deadline, Date().addingTimeInterval(delay) >= deadline {
+            // The retry would start past the resource timeout: it is neither made nor reported, nor counted.
+            settled = (body, nil)
+            return then(.pastDeadline)
         }
         guard delay >= 0, sessionRequest.willRetry(after: delay), sessionRequest.beginAttempt() else {
             settled = (body, transportError == nil ? serialized : nil)
@@ -411,9 +424,9 @@ final class TaskDelegate: @unchecked Sendable {
         var data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }
         if let settled { data = settled.body }  // the sink gave it up to the retriers' judgement
-        if finalError == nil && retrierError == nil { progress.didSucceed() }
+        if finalError == nil && chosenError == nil { progress.didSucceed() }
         completionDelivery.deliver(
             task: task, data: data, fileURL: fileURL, error: finalError,
-            serialized: finalError == nil ? settled?.serialized : nil, chosenError: retrierError)
+            serialized: finalError == nil ? settled?.serialized : nil, chosenError: chosenError)
     }
 }

@@ -95,7 +95,8 @@ extension URLSessionManager {
                         throw fail(error)
                     }
                 }
-                sessionRequest.adapted(adapted)
+                // A task that adapts itself records its adapted request.
+                if !retriesInTask { sessionRequest.adapted(adapted) }
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
                     responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile,

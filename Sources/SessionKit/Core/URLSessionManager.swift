@@ -43,8 +43,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     let telemetry = Protected(RequestTelemetry())
     /// Resumes, suspends and cancels tasks through the transport that made each.
     let control: TaskControl
-    /// Where every task of this manager reports its events, whichever transport runs it: the delegate of each session
-    /// the manager builds, and handed to the curl transport with each task it makes.
+    /// Where every task of this manager reports its events, whichever transport runs it: handed to the curl transport
+    /// with each task it makes, and reached by URLSession's callbacks through the Foundation transport's session
+    /// delegate.
     let eventSink: SessionDelegateHub
 
     private struct SessionState {
@@ -209,7 +210,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     }
 
     deinit {
-        // Running tasks finish and complete; the session then releases its delegate hub.
+        // Running tasks finish and complete; the session then releases its delegate (and, through it, the hub).
         sessionState.read { $0.refusesTasks ? nil : $0.session }?.finishTasksAndInvalidate()
     }
 
@@ -809,7 +810,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         return task
     }
 
-    /// Builds a session over a new delegate hub.
+    /// Builds a session whose delegate reports to the manager's hub.
     private func makeSession() -> URLSession {
         let configuration = sessionConfiguration.copy() as? URLSessionConfiguration ?? sessionConfiguration
         return taskTransports.makeSession(configuration: configuration, queue: operationQueue)

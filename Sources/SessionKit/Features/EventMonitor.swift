@@ -7,11 +7,13 @@ import Foundation
 /// Observes every step of the life of the manager's ``SessionRequest``s. Every method has an empty default; a
 /// monitor implements the ones it cares about.
 ///
-/// Events of one request arrive in order, on the monitor's ``queue``:
-/// created → (adapted | failedToAdapt) → taskCreated → resumed → [pinning reports…] → [redirected] →
-/// [receivedData…] → [timings…] →
-/// taskCompleted → serialized → (retrying → adapted → taskCreated → … | finished). `suspended` and `cancelled`
-/// come when the caller asks for them. Monitors never change what happens; use a ``RequestInterceptor`` for that.
+/// Events of one request arrive in order, on the monitor's ``queue``. On the curl transport one task carries every
+/// attempt: created → taskCreated → resumed → [(adapted | failedToAdapt)] → [pinning reports…] → [redirected] →
+/// [receivedData…] → [timings…] → (serialized with its error → retrying → adapted → … | taskCompleted → serialized →
+/// finished). On the Foundation transport each attempt is a task of its own: created → (adapted | failedToAdapt) →
+/// taskCreated → resumed → … → taskCompleted → serialized → (retrying → adapted → taskCreated → … | finished).
+/// `adapted` comes only with an interceptor. `suspended` and `cancelled` come when the caller asks for them.
+/// Monitors never change what happens; use a ``RequestInterceptor`` for that.
 public protocol EventMonitor: AnyObject, Sendable {
     /// Where this monitor's events are delivered, one at a time, in order.
     var queue: DispatchQueue { get }
@@ -20,7 +22,8 @@ public protocol EventMonitor: AnyObject, Sendable {
     func requestDidCreate(_ request: SessionRequest)
     /// The adapters turned `initial` into `adapted` for this attempt.
     func request(_ request: SessionRequest, didAdapt initial: URLRequest, to adapted: URLRequest)
-    /// An adapter refused `initial`: the request fails with `error`, no task is created.
+    /// An adapter refused `initial`: the request fails with `error` and nothing is sent (on the Foundation transport
+    /// no task is created).
     func request(_ request: SessionRequest, didFailToAdapt initial: URLRequest, withError error: Error)
     /// The attempt's task was created.
     func request(_ request: SessionRequest, didCreateTask task: URLSessionTask)

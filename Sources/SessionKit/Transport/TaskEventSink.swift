@@ -117,9 +117,10 @@ protocol TaskEventSink: AnyObject, Sendable {
         then: @escaping @Sendable (Result<URLRequest, Error>) -> Void)
 
     /// An attempt of such a task ended, with `error` or with its response: `then` gets whether the task completes
-    /// now or is sent again (called once, on the delegate queue).
+    /// now or is sent again (called once, on the delegate queue). `deadline` is the task's resource deadline, if it
+    /// has one: a retry that would start past it is not made (nor reported).
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void)
 }
 
@@ -129,6 +130,9 @@ enum AttemptVerdict: Equatable {
     case complete
     /// The task sends its request again (adapted again) after this many seconds.
     case retry(after: TimeInterval)
+    /// The retriers asked for a retry that would start past the task's resource deadline: the task fails with
+    /// `URLError.timedOut`, as URLSession ends a task past its resource timeout.
+    case pastDeadline
 }
 
 extension TaskEventSink {
@@ -145,7 +149,7 @@ extension TaskEventSink {
 
     /// A sink without retriers completes every task at its first attempt's end.
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?,
+        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void
     ) {
         then(.complete)

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import SessionKit
 import SessionKitTestSupport
 import XCTest
@@ -55,6 +56,40 @@ final class InterceptorTests: LoopbackTestCase {
             XCTFail("the adapter refused the request")
         } catch {
             XCTAssertEqual((error as NSError).code, 7)
+        }
+        XCTAssertTrue(server.requests.isEmpty, "an adapted-away request sends nothing")
+    }
+
+    /// A Swift error of the adapter's own: on Linux one bridged to `NSError` cannot be cast back.
+    private struct TokenUnavailable: Error, Equatable {
+        let reason: String
+    }
+
+    func testAnAdaptersOwnErrorReachesEveryAPIAsThrown() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(adapt: { _, _ in throw TokenUnavailable(reason: "expired") })
+        do {
+            _ = try await manager.get("/get")
+            XCTFail("the adapter refused the request")
+        } catch let error as TokenUnavailable {
+            XCTAssertEqual(error, TokenUnavailable(reason: "expired"))
+        }
+        do {
+            let core = HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/get")
+            _ = try await manager.data(for: core)
+            XCTFail("the adapter refused the request")
+        } catch let error as TokenUnavailable {
+            XCTAssertEqual(error.reason, "expired")
+        }
+        if LoopbackTestCase.testTransport == .curl {
+            // The closure verb's task is adapted on the curl transport only (URLSession starts its own tasks).
+            let failure: Error? = try await awaitCallback { done in
+                manager.get(
+                    "/get", parameters: nil, headers: nil, progress: nil, success: { _, _ in done(nil) },
+                    failure: { _, error in done(error) })
+            }
+            XCTAssertEqual(
+                failure as? TokenUnavailable, TokenUnavailable(reason: "expired"), "\(String(describing: failure))")
         }
         XCTAssertTrue(server.requests.isEmpty, "an adapted-away request sends nothing")
     }

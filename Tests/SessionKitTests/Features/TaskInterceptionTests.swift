@@ -345,6 +345,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
         XCTAssertEqual((error as? URLError)?.code, .timedOut, "\(String(describing: error))")
         XCTAssertEqual(server.requests.count, 1)
         XCTAssertEqual(created.wrappedValue?.tasks.count, 1, "one task carries the request")
+        XCTAssertEqual(created.wrappedValue?.retryCount, 0, "a retry that would start past the deadline is not made")
     }
 
     func testAStreamedResponseIsRetriedOnItsTaskWhileNoHeadReachedItsReader() async throws {

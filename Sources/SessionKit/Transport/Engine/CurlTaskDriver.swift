@@ -230,7 +230,12 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// The manager's verdict on the attempt that ended with `error` (nil: with its response).
     private func conclude(_ verdict: AttemptVerdict, error: Error?) {
-        guard case .retry(let delay) = verdict else { return complete(error) }
+        let delay: TimeInterval
+        switch verdict {
+        case .complete: return complete(error)
+        case .pastDeadline: return complete(Self.resourceTimedOut(originalRequest.url))
+        case .retry(let after): delay = after
+        }
         // Weak: a cancelled timer keeps its block until its deadline, and the task (which the manager's registry
         // holds until it completes) keeps its driver while it waits.
         let retry = DispatchWorkItem { [weak self] in
@@ -254,10 +259,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             break  // cancelled meanwhile: its completion is on its way
         case .pastDeadline:
             // The retry would start past the task's resource timeout: the task ends as URLSession ends it then.
-            complete(
-                Self.error(
-                    .timedOut, "The request took longer than the session's resource timeout.", url: originalRequest.url)
-            )
+            complete(Self.resourceTimedOut(originalRequest.url))
         case .wait:
             if delay > 0 {
                 environment.delegateQueue.asyncAfter(deadline: .now() + min(delay, 86_400), execute: retry)
@@ -291,8 +293,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())
         }
         guard case .start(let credentials, let remaining) = plan else {
-            return fail(
-                Self.error(.timedOut, "The request took longer than the session's resource timeout.", url: request.url))
+            return fail(Self.resourceTimedOut(request.url))
         }
         var request = request
         let cookieStorage = request.httpShouldHandleCookies ? settings.cookieStorage : nil
@@ -717,11 +718,16 @@ final class CurlTaskDriver: @unchecked Sendable {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
-        if environment.intercepted, observed.write({ $0.machine.attemptEnded(now: Date()) }), let task {
-            environment.sink.task(task, in: environment.session, attemptEndedWith: error) { [self, error] verdict in
-                conclude(verdict, error: error)
+        if environment.intercepted, let task {
+            let (concludes, deadline) = observed.write {
+                ($0.machine.attemptEnded(now: Date()), $0.machine.resourceDeadline)
             }
-            return
+            if concludes {
+                environment.sink.task(task, in: environment.session, attemptEndedWith: error, deadline: deadline) {
+                    [self, error] verdict in conclude(verdict, error: error)
+                }
+                return
+            }
         }
         complete(error)
     }
@@ -763,6 +769,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The configuration's proxy for `url`'s scheme, as `http://host:port`.
     private func proxy(for url: URL?) -> String? {
         url?.scheme?.lowercased() == "https" ? environment.settings.proxies.https : environment.settings.proxies.http
+    }
+
+    /// The error of a task that ran past the session's resource timeout.
+    private static func resourceTimedOut(_ url: URL?) -> URLError {
+        error(.timedOut, "The request took longer than the session's resource timeout.", url: url)
     }
 
     private static func error(_ code: URLError.Code, _ reason: String, url: URL?) -> URLError {

@@ -304,6 +304,9 @@ struct RequestMachine {
         case none
     }
 
+    /// The resource deadline, once the first attempt set it.
+    var resourceDeadline: Date? { rounds.deadline }
+
     /// The retriers chose to send the request again after `delay` seconds, at `now`: it waits, unless that would
     /// take it past its resource deadline.
     mutating func willRetry(after delay: TimeInterval, now: Date) -> RetryPlan {

@@ -30,8 +30,15 @@ final class FoundationSessionDelegate: NSObject, Sendable {
         case clientIdentityUnsupported
     }
 
+    /// A meaning noted for a task, which it keeps weakly: a mark noted after its task's completion took the marks (a
+    /// resource deadline swept during the completion) must not be read by a later task at the same address.
+    private struct Mark {
+        weak var task: URLSessionTask?
+        let meaning: CancellationMeaning
+    }
+
     private let sink: TaskEventSink
-    private let cancellations = Protected<[ObjectIdentifier: CancellationMeaning]>([:])
+    private let cancellations = Protected<[ObjectIdentifier: Mark]>([:])
     /// The total of request body bytes last reported for each task still sending.
     private let sentTotals = Protected<[ObjectIdentifier: Int64]>([:])
 
@@ -46,19 +53,23 @@ final class FoundationSessionDelegate: NSObject, Sendable {
         task.cancel()
     }
 
-    /// Notes what the cancellation that is about to end `task` means; the first meaning noted wins.
+    /// Notes what the cancellation that is about to end `task` means; the first meaning noted wins. Marks whose task
+    /// is gone are dropped.
     private func mark(_ task: URLSessionTask, _ meaning: CancellationMeaning) {
         cancellations.write { marks in
-            if marks[ObjectIdentifier(task)] == nil { marks[ObjectIdentifier(task)] = meaning }
+            if marks.values.contains(where: { $0.task == nil }) { marks = marks.filter { $0.value.task != nil } }
+            if marks[ObjectIdentifier(task)]?.task !== task {
+                marks[ObjectIdentifier(task)] = Mark(task: task, meaning: meaning)
+            }
         }
     }
 
     /// The error `task` ends with, given URLSession's `error` and what SessionKit meant by cancelling it, if it did.
     private func completionError(of task: URLSessionTask, _ error: Error?) -> Error? {
-        guard let meaning = cancellations.write({ $0.removeValue(forKey: ObjectIdentifier(task)) }),
+        guard let mark = cancellations.write({ $0.removeValue(forKey: ObjectIdentifier(task)) }), mark.task === task,
             (error as NSError?)?.code == NSURLErrorCancelled
         else { return error }
-        switch meaning {
+        switch mark.meaning {
         case .challengeResponse:
             return nil  // the challenge's response, already received, is the result
         case .resourceTimeout:
@@ -164,9 +175,11 @@ extension FoundationSessionDelegate: URLSessionTaskDelegate {
         totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {
-        // The increment is what the total moved by since the last report; a report that moves nothing is dropped.
+        // The increment is what the total moved by since the last report; a report that moves nothing is dropped,
+        // and a total that went back (the body sent again, for a credential) starts over.
         let increment = sentTotals.write { totals -> Int64? in
-            let last = totals[ObjectIdentifier(task)] ?? 0
+            var last = totals[ObjectIdentifier(task)] ?? 0
+            if totalBytesSent < last { last = 0 }
             guard totalBytesSent > last else { return nil }
             totals[ObjectIdentifier(task)] = totalBytesSent
             return totalBytesSent - last

@@ -5,7 +5,7 @@ import Foundation
 #endif
 
 /// URLSession's own tasks and transport: it trusts the system CA bundle only, cannot enforce a ``SecurityPolicy``,
-/// keeps no resume data, and ignores the resource timeout on Linux (the manager enforces it).
+/// keeps no resume data, and ignores the resource timeout on Linux (this transport enforces it: ``ResourceDeadlines``).
 struct FoundationTaskTransport: TaskTransport {
     /// Whether the configuration names a SOCKS5 proxy, which URLSession on Linux does not use.
     let hasSOCKSProxy: Bool
