@@ -29,6 +29,15 @@ extension SessionDelegateHub: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
         let delegate = registry.delegate(for: task)
         delegate?.taskDidChangeSuspension(task, resumed: resumed)
+        if delegate == nil, let webSocket = task as? SessionWebSocketTask,
+            let observation = registry.observers(of: webSocket)?.observation
+        {
+            if resumed {
+                observation.monitor.request(observation.request, didResumeTask: task)
+            } else {
+                observation.monitor.request(observation.request, didSuspendTask: task)
+            }
+        }
         // A task no caller holds (the HTTP core API's) is not announced, as its completion is not.
         if delegate?.announces == false { return }
         NotificationCenter.default.post(
@@ -170,11 +179,18 @@ extension SessionDelegateHub: TaskEventSink {
                 ])
         }
         // A WebSocket task has no delegate; the cast is skipped for every other task.
-        let telemetry =
-            delegate != nil ? delegate?.telemetry : (task as? SessionWebSocketTask).flatMap(registry.takeTelemetry(of:))
-        telemetry?.complete(task, error: error)
+        let webSocket =
+            delegate != nil ? nil : (task as? SessionWebSocketTask).flatMap(registry.takeObservers(of:))
+        (delegate?.telemetry ?? webSocket?.telemetry)?.complete(task, error: error)
         overrides.read { $0.taskDidComplete }?(session, task, error)
         delegate?.didComplete(error: error)
+        if let observation = webSocket?.observation {
+            // The WebSocket task's request ends with its connection.
+            if (error as? URLError)?.code == .cancelled { observation.monitor.requestDidCancel(observation.request) }
+            observation.monitor.request(observation.request, didCompleteTask: task, error: error)
+            observation.request.attemptEnded(response: ReceivedResponse.of(task))
+            if observation.request.finish() { observation.monitor.requestDidFinish(observation.request, error: error) }
+        }
     }
 
     func sessionDidBecomeInvalid(_ session: URLSession, error: Error?) {

@@ -16,17 +16,28 @@ final class TaskRegistry: Sendable {
     /// handlers).
     private let streams = Protected<[ObjectIdentifier: URLSessionTask]>([:])
 
-    /// The spans of WebSocket tasks (the other tasks' are their delegates').
-    private let streamTelemetry = Protected<[ObjectIdentifier: TaskTelemetry]>([:])
-
-    /// Registers the span of WebSocket task `task` until it completes.
-    func add(_ telemetry: TaskTelemetry, of task: SessionWebSocketTask) {
-        streamTelemetry.write { $0[ObjectIdentifier(task)] = telemetry }
+    /// Who watches a WebSocket task, which has no per-task delegate: its span, and the request its event monitors see.
+    struct WebSocketObservers {
+        var telemetry: TaskTelemetry?
+        var observation: TaskDelegate.Observation?
     }
 
-    /// Removes and returns the span of WebSocket task `task`.
-    func takeTelemetry(of task: SessionWebSocketTask) -> TaskTelemetry? {
-        streamTelemetry.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+    /// The observers of WebSocket tasks (the other tasks' are their delegates').
+    private let webSocketObservers = Protected<[ObjectIdentifier: WebSocketObservers]>([:])
+
+    /// Registers the observers of WebSocket task `task` until it completes.
+    func add(_ observers: WebSocketObservers, of task: SessionWebSocketTask) {
+        webSocketObservers.write { $0[ObjectIdentifier(task)] = observers }
+    }
+
+    /// The observers of WebSocket task `task`, while it runs.
+    func observers(of task: SessionWebSocketTask) -> WebSocketObservers? {
+        webSocketObservers.read { $0[ObjectIdentifier(task)] }
+    }
+
+    /// Removes and returns the observers of WebSocket task `task`.
+    func takeObservers(of task: SessionWebSocketTask) -> WebSocketObservers? {
+        webSocketObservers.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
     }
 
     /// Registers `delegate` for its task.

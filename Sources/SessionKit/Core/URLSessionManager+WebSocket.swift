@@ -47,6 +47,19 @@ extension URLSessionManager {
         let telemetry = self.telemetry.read { $0.active }.flatMap {
             $0.beginConnection(&request, delegateQueue: delegateDispatchQueue)
         }
+        // The event monitors see the connection as one request: created, its task created, resumed, completed.
+        let monitors = eventMonitors
+        let observation =
+            monitors.isEmpty
+            ? nil
+            : TaskDelegate.Observation(
+                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
+                reportsControl: true)
+        if let observation {
+            _ = observation.request.beginAttempt()
+            observation.request.adapted(request)
+            observation.monitor.requestDidCreate(observation.request)
+        }
         let configuration = sessionConfiguration
         let endpoint = request.url.flatMap(WebSocketHandshake.endpoint(of:))
         let handshake = WebSocketHandshake(
@@ -80,7 +93,14 @@ extension URLSessionManager {
                     refusal: refusal))
             let made = SessionWebSocketTask(driver: driver)
             if refusal == nil { registry.add(made) }
-            if let telemetry { registry.add(telemetry, of: made) }
+            if telemetry != nil || observation != nil {
+                registry.add(.init(telemetry: telemetry, observation: observation), of: made)
+            }
+            if let observation {
+                _ = observation.request.taskStarted(made)
+                observation.request.setCancelHandler { [weak made] in made?.cancel() }
+                observation.monitor.request(observation.request, didCreateTask: made)
+            }
             return made
         }
     }

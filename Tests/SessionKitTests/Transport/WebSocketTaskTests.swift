@@ -45,6 +45,36 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(completions.offQueueCallbacks, 0)
     }
 
+    func testAnEventMonitorSeesTheConnectionAsOneRequest() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let recorder = RecordingMonitor()
+        manager.eventMonitors = [recorder]
+        let task = manager.webSocketTask(with: server.url("/echo"))
+        task.resume()
+        try await task.send(.string("seen"))
+        _ = try await task.receive()
+        task.cancel(with: .normalClosure, reason: nil)
+        let completion = try await awaitCompletion(of: task, in: completions)
+        XCTAssertNil(completion)
+        for _ in 0..<250 where !recorder.events.contains("finished") { try await Task.sleep(nanoseconds: 20_000_000) }
+        await recorder.flush()
+        XCTAssertEqual(recorder.events, ["created", "taskCreated", "resumed", "taskCompleted", "finished"])
+
+        // A connection the caller cancels is a cancelled request.
+        let cancelled = manager.webSocketTask(with: server.url("/echo"))
+        cancelled.resume()
+        cancelled.cancel()
+        _ = try await awaitCompletion(of: cancelled, in: completions)
+        for _ in 0..<250 where recorder.events.filter({ $0.hasPrefix("finished") }).count < 2 {
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        await recorder.flush()
+        XCTAssertEqual(
+            Array(recorder.events.dropFirst(5)),
+            ["created", "taskCreated", "resumed", "cancelled", "taskFailed", "finishedWithError"])
+    }
+
     func testEchoOverWSSWithAPinnedCertificate() async throws {
         let server = try await startServer(tls: TestCertificates.localhost)
         let (manager, completions) = makeManager(policy: try pinning("root-ca"))
