@@ -35,16 +35,8 @@ struct CompletionDelivery {
         chosenError: Error? = nil
     ) {
         let received = ReceivedResponse.of(task)
-        if let observation {
-            if observation.reportsControl, let finalError, finalError.domain == NSURLErrorDomain,
-                finalError.code == URLError.cancelled.rawValue
-            {
-                // The caller (or the manager's invalidation) cancelled the task it holds.
-                observation.monitor.requestDidCancel(observation.request)
-            }
-            observation.monitor.request(
-                observation.request, didCompleteTask: task, error: chosenError ?? finalError.map(Self.swiftError))
-        }
+        observation?.taskDidComplete(
+            task, error: chosenError ?? finalError.map(Self.swiftError), transportError: finalError)
         if let chosenError {
             return complete(
                 task: task, received: received, data: data, object: nil, fileURL: fileURL, error: chosenError)

@@ -29,14 +29,8 @@ extension SessionDelegateHub: TaskEventSink {
     func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
         let delegate = registry.delegate(for: task)
         delegate?.taskDidChangeSuspension(task, resumed: resumed)
-        if delegate == nil, let webSocket = task as? SessionWebSocketTask,
-            let observation = registry.observers(of: webSocket)?.observation
-        {
-            if resumed {
-                observation.monitor.request(observation.request, didResumeTask: task)
-            } else {
-                observation.monitor.request(observation.request, didSuspendTask: task)
-            }
+        if delegate == nil, let webSocket = task as? SessionWebSocketTask {
+            registry.observers(of: webSocket)?.observation?.taskDidChangeSuspension(task, resumed: resumed)
         }
         // A task no caller holds (the HTTP core API's) is not announced, as its completion is not.
         if delegate?.announces == false { return }
@@ -186,10 +180,8 @@ extension SessionDelegateHub: TaskEventSink {
         delegate?.didComplete(error: error)
         if let observation = webSocket?.observation {
             // The WebSocket task's request ends with its connection.
-            if (error as? URLError)?.code == .cancelled { observation.monitor.requestDidCancel(observation.request) }
-            observation.monitor.request(observation.request, didCompleteTask: task, error: error)
-            observation.request.attemptEnded(response: ReceivedResponse.of(task))
-            if observation.request.finish() { observation.monitor.requestDidFinish(observation.request, error: error) }
+            observation.taskDidComplete(task, error: error, transportError: error)
+            observation.requestDidEnd(response: ReceivedResponse.of(task), error: error)
         }
     }
 

@@ -38,8 +38,35 @@ final class TaskDelegate: @unchecked Sendable {
         let request: SessionRequest
         let monitor: CompositeEventMonitor
         /// Whether the task's resume, suspend and cancel are the caller's, reported to the monitor from here (a task
-        /// of the task API or a closure verb); the pipeline reports its own tasks' as it makes them.
+        /// of the task API or a closure verb, a WebSocket task); the pipeline reports its own tasks' as it makes them.
         var reportsControl = false
+
+        /// The caller resumed (`resumed`) or suspended `task`: the monitor hears of it when the caller holds the task.
+        func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
+            guard reportsControl else { return }
+            if resumed {
+                monitor.request(request, didResumeTask: task)
+            } else {
+                monitor.request(request, didSuspendTask: task)
+            }
+        }
+
+        /// `task` ended, reporting `error`; a cancellation that ended it (`transportError`) of a task the caller holds
+        /// is the caller's (or the manager's invalidation's), reported first.
+        func taskDidComplete(_ task: URLSessionTask, error: Error?, transportError: Error?) {
+            if reportsControl, let cancelled = transportError as NSError?, cancelled.domain == NSURLErrorDomain,
+                cancelled.code == URLError.cancelled.rawValue
+            {
+                monitor.requestDidCancel(request)
+            }
+            monitor.request(request, didCompleteTask: task, error: error)
+        }
+
+        /// The request made outside the pipeline ended with its task's `response` and `error`: reported once.
+        func requestDidEnd(response: ReceivedResponse?, error: Error?) {
+            request.attemptEnded(response: response)
+            if request.finish() { monitor.requestDidFinish(request, error: error) }
+        }
     }
 
     /// The adapters and retriers around each attempt of a task, on a transport that restarts its own tasks (the
@@ -167,12 +194,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// The caller resumed (`resumed`) or suspended the task: its monitor hears of it when the caller holds the task.
     func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
-        guard let observation, observation.reportsControl else { return }
-        if resumed {
-            observation.monitor.request(observation.request, didResumeTask: task)
-        } else {
-            observation.monitor.request(observation.request, didSuspendTask: task)
-        }
+        observation?.taskDidChangeSuspension(task, resumed: resumed)
     }
 
     /// A pin mismatch the policy only reports (delegate queue): the request's monitors hear of it.

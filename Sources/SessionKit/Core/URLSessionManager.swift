@@ -698,10 +698,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             (observation, implicitObservation) = (implicit, implicit)
             let caller = completion
             completion = { outcome in
-                implicit.request.attemptEnded(response: outcome.received)
-                if implicit.request.finish() {
-                    implicit.monitor.requestDidFinish(implicit.request, error: outcome.error)
-                }
+                implicit.requestDidEnd(response: outcome.received, error: outcome.error)
                 caller(outcome)
             }
         }

@@ -42,6 +42,16 @@ final class TaskInterceptionTests: LoopbackTestCase {
             })
     }
 
+    /// A manager on the curl transport whose session's resource timeout is one second.
+    private func managerWithOneSecondResourceTimeout() -> HTTPSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForResource = 1
+        configuration.urlCache = nil
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        return manager
+    }
+
     /// The closure verb `get`, awaited: its task, and what `success` (the object) or `failure` (the error) got.
     private func closureGet(
         _ manager: HTTPSessionManager, _ path: String
@@ -303,11 +313,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
     }
 
     func testARetryPastTheResourceTimeoutEndsTheTaskAsTimedOut() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForResource = 1
-        configuration.urlCache = nil
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let manager = managerWithOneSecondResourceTimeout()
         manager.interceptor = Interceptor(retry: { _, _ in .retryAfter(30) })
         let once = OnceBox<Error?>()
         let request = URLRequest(url: server.url(flakyPath(failures: 5)))
@@ -319,11 +325,7 @@ final class TaskInterceptionTests: LoopbackTestCase {
     }
 
     func testThePipelinesRetriesRunOnOneTaskWithinItsResourceTimeout() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForResource = 1
-        configuration.urlCache = nil
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let manager = managerWithOneSecondResourceTimeout()
         // Bounded: at most two retries, should the resource timeout not end the request.
         manager.interceptor = Interceptor(retry: { request, _ in
             request.retryCount < 2 ? .retryAfter(30) : .doNotRetry
