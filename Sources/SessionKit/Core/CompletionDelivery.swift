@@ -138,9 +138,7 @@ struct CompletionDelivery {
             completion(outcome)
             guard delivery.announces else { return }
         }
-        delivery.completionGroup.enter()
         delivery.completionQueue.async {
-            defer { delivery.completionGroup.leave() }
             if !delivery.completesInPlace { completion(outcome) }
             if delivery.announces {
                 NotificationCenter.default.post(
@@ -160,8 +158,11 @@ struct CompletionDelivery {
     /// AFNetworking's `userInfo` for the task-did-complete notification.
     private static func notificationUserInfo(
         _ outcome: TaskOutcome, serializer: URLResponseSerialization
-    ) -> [String: Any] {
-        var userInfo: [String: Any] = [SessionKitNotificationKey.responseSerializer: serializer]
+    ) -> [AnyHashable: Any] {
+        // Typed as `post(name:object:userInfo:)` takes it (a `[String: Any]` is converted at every post), and sized
+        // for its four keys up front (a literal of one would grow, rehashing, as the others go in).
+        var userInfo = [AnyHashable: Any](minimumCapacity: 4)
+        userInfo[SessionKitNotificationKey.responseSerializer] = serializer
         if let fileURL = outcome.fileURL {
             userInfo[SessionKitNotificationKey.assetPath] = fileURL
         } else if !outcome.data.isEmpty {

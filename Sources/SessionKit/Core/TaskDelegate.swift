@@ -23,8 +23,8 @@ final class TaskDelegate: @unchecked Sendable {
     /// Where the task's completion goes and what decodes its body.
     struct Delivery {
         let responseSerializer: URLResponseSerialization
-        let completionQueue: DispatchQueue
-        let completionGroup: DispatchGroup
+        /// The completion queue, with its group.
+        let completionQueue: CompletionQueue
         let processingQueue: DispatchQueue
         /// Whether the completion runs where the outcome is ready (the delegate or processing queue) rather than on
         /// the completion queue: for the request pipeline, whose completion only resumes the awaiting Swift task.

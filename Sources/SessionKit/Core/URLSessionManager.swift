@@ -75,7 +75,9 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// when the configuration is read (as the curl transport reads it), not for each task.
     private let additionalHeadersError: NSError?
     private let settings = Protected(Settings())
-    private let privateCompletionQueue = DispatchQueue(label: "com.sessionkit.manager.completion")
+    /// The completion queue when the caller set none: serial, so its hops are shared (``CompletionQueue``).
+    private let ownCompletions = CompletionQueue.Batch(
+        serial: DispatchQueue(label: "com.sessionkit.manager.completion"))
     private let privateCompletionGroup = DispatchGroup()
 
     /// Where response serializers run: off the delegate queue, concurrently across tasks.
@@ -633,10 +635,17 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
 
     /// Runs `work` on the completion queue, inside the completion group.
     func onCompletionQueue(_ work: @escaping () -> Void) {
-        let (queue, group) = settings.read { ($0.completionQueue, $0.completionGroup) }
         // The caller's closure runs once, on the completion queue only.
         nonisolated(unsafe) let work = work
-        (queue ?? privateCompletionQueue).async(group: group ?? privateCompletionGroup) { work() }
+        completionQueue(settings.wrappedValue).async { work() }
+    }
+
+    /// The completion queue `settings` name (the caller's, or the manager's own, whose hops are shared), with its
+    /// group.
+    private func completionQueue(_ settings: Settings) -> CompletionQueue {
+        let group = settings.completionGroup ?? privateCompletionGroup
+        guard let queue = settings.completionQueue else { return CompletionQueue(own: ownCompletions, group: group) }
+        return CompletionQueue(callers: queue, group: group)
     }
 
     // MARK: - Task creation
@@ -781,8 +790,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let flowControl = made?.flowControl
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
-            completionQueue: settings.completionQueue ?? privateCompletionQueue,
-            completionGroup: settings.completionGroup ?? privateCompletionGroup,
+            completionQueue: completionQueue(settings),
             processingQueue: Self.processingQueue, completesInPlace: completesInPlace, announces: announces)
         let delegate = TaskDelegate(
             task: task, delivery: delivery,

@@ -73,10 +73,19 @@ struct ResponseHeadParser {
         while end > 0, line[end - 1] == 0x0A || line[end - 1] == 0x0D { end -= 1 }
         if end == 0 { return .blank }
         if line[0] == 0x20 || line[0] == 0x09 { return .fold(value(of: line, from: 0, to: end)) }
-        guard let colon = line[..<end].firstIndex(of: UInt8(ascii: ":")) else {
+        // One pass finds the colon and checks the name's bytes.
+        var colon = 0
+        var nameIsToken = true
+        while colon < end {
+            let byte = line[colon]
+            if byte == UInt8(ascii: ":") { break }
+            if !isTokenByte(byte) { nameIsToken = false }
+            colon += 1
+        }
+        guard colon < end else {
             return .invalid("a head line without a colon: \"\(excerpt(line))\"")
         }
-        guard colon > 0, line[..<colon].allSatisfy(isTokenByte) else {
+        guard colon > 0, nameIsToken else {
             return .invalid("a field name that is not a token: \"\(excerpt(line))\"")
         }
         let name = String(decoding: UnsafeRawBufferPointer(rebasing: line[..<colon]), as: UTF8.self)
