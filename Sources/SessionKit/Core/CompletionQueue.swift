@@ -37,12 +37,15 @@ struct CompletionQueue: Sendable {
 
     /// The work waiting for a serial queue's next hop, which runs all of it in order.
     final class Batch: Sendable {
-        // Sendable, checked by the compiler: `pending` is a `Protected` box; `queue` is immutable.
+        // Sendable: `pending` is a `Protected` box (its lock guards every access); `queue` is immutable.
+
+        /// A piece of work and the group it counts in.
+        private typealias Piece = (work: (@Sendable () -> Void)?, group: DispatchGroup)
 
         /// The serial queue the hops go to.
         let queue: DispatchQueue
         /// Handed over and not yet taken by a hop; a hop is on its way exactly when this is not empty.
-        private let pending = Protected<[@Sendable () -> Void]>([])
+        private let pending = Protected<[Piece]>([])
 
         /// Shares the hops to `queue`, which must be serial: the work of one hop runs one piece after another.
         init(serial queue: DispatchQueue) {
@@ -53,10 +56,7 @@ struct CompletionQueue: Sendable {
         func async(group: DispatchGroup, _ work: @escaping @Sendable () -> Void) {
             group.enter()
             let startsHop = pending.write { pending -> Bool in
-                pending.append {
-                    work()
-                    group.leave()
-                }
+                pending.append((work, group))
                 return pending.count == 1
             }
             if startsHop { queue.async { self.run() } }
@@ -64,11 +64,17 @@ struct CompletionQueue: Sendable {
 
         /// The hop: takes what is waiting (work handed over from now on starts the next hop) and runs it in order.
         private func run() {
-            let work = pending.write { pending -> [@Sendable () -> Void] in
+            var pieces = pending.write { pending -> [Piece] in
                 defer { pending = [] }
                 return pending
             }
-            for piece in work { piece() }
+            for index in pieces.indices {
+                pieces[index].work?()
+                // Released before its group is left, as `queue.async(group:)` releases its block: a waiter on the
+                // group finds what the piece held (a task, its body, the caller's closure) gone.
+                pieces[index].work = nil
+                pieces[index].group.leave()
+            }
         }
     }
 }

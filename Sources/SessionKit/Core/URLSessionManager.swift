@@ -637,14 +637,15 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     func onCompletionQueue(_ work: @escaping () -> Void) {
         // The caller's closure runs once, on the completion queue only.
         nonisolated(unsafe) let work = work
-        completionQueue(settings.wrappedValue).async { work() }
+        let (queue, group) = settings.read { ($0.completionQueue, $0.completionGroup) }
+        completionQueue(queue, group).async { work() }
     }
 
-    /// The completion queue `settings` name (the caller's, or the manager's own, whose hops are shared), with its
-    /// group.
-    private func completionQueue(_ settings: Settings) -> CompletionQueue {
-        let group = settings.completionGroup ?? privateCompletionGroup
-        guard let queue = settings.completionQueue else { return CompletionQueue(own: ownCompletions, group: group) }
+    /// The completion queue: the caller's `queue`, or (nil) the manager's own, whose hops are shared; with `group`, or
+    /// the manager's own group.
+    private func completionQueue(_ queue: DispatchQueue?, _ group: DispatchGroup?) -> CompletionQueue {
+        let group = group ?? privateCompletionGroup
+        guard let queue else { return CompletionQueue(own: ownCompletions, group: group) }
         return CompletionQueue(callers: queue, group: group)
     }
 
@@ -790,7 +791,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         let flowControl = made?.flowControl
         let delivery = TaskDelegate.Delivery(
             responseSerializer: responseSerializer ?? settings.responseSerializer,
-            completionQueue: completionQueue(settings),
+            completionQueue: completionQueue(settings.completionQueue, settings.completionGroup),
             processingQueue: Self.processingQueue, completesInPlace: completesInPlace, announces: announces)
         let delegate = TaskDelegate(
             task: task, delivery: delivery,

@@ -46,16 +46,47 @@ final class CompletionQueueTests: XCTestCase {
     }
 
     func testAPieceThatHandsOverAnotherRunsItAfterItselfInTheNextHop() async throws {
-        let batch = CompletionQueue.Batch(serial: DispatchQueue(label: "test.completion.reentrant"))
+        let serial = DispatchQueue(label: "test.completion.reentrant")
+        let batch = CompletionQueue.Batch(serial: serial)
         let group = DispatchGroup()
         let queue = CompletionQueue(own: batch, group: group)
         let record = Record()
         queue.async {
             queue.async { record.add("inner") }
+            serial.async { record.add("between") }  // queued after the next hop, before its run
             record.add("outer")
         }
         let _: Void = try await awaitCallback { done in group.notify(queue: .global()) { done(()) } }
-        XCTAssertEqual(record.all, ["outer", "inner"])
+        let _: Void = try await awaitCallback { done in serial.async { done(()) } }
+        // Run by the hop it was handed over in, "inner" would come before "between".
+        XCTAssertEqual(record.all, ["outer", "inner", "between"])
+    }
+
+    func testAPieceIsReleasedBeforeItsGroupIsLeft() async throws {
+        final class Held: Sendable {}
+        final class Weak: @unchecked Sendable {
+            // @unchecked Sendable: set once before it is shared, then only read.
+            weak var held: Held?
+        }
+        let serial = DispatchQueue(label: "test.completion.release")
+        let batch = CompletionQueue.Batch(serial: serial)
+        let (first, second) = (DispatchGroup(), DispatchGroup())
+        let weak = Weak()
+        let record = Record()
+        serial.suspend()  // both pieces go in one hop
+        do {
+            let held = Held()
+            weak.held = held
+            batch.async(group: first) { _ = held }
+        }
+        // Looks, within the same hop, at the first piece's group (without waiting) and at what the piece captured.
+        batch.async(group: second) {
+            record.add(first.wait(timeout: .now()) == .success ? "left" : "not left")
+            record.add(weak.held == nil ? "released" : "still held")
+        }
+        serial.resume()
+        let _: Void = try await awaitCallback { done in second.notify(queue: .global()) { done(()) } }
+        XCTAssertEqual(record.all, ["left", "released"])
     }
 
     func testACallersQueueGetsOneHopPerPieceInsideTheGroup() async throws {
