@@ -7,7 +7,7 @@ import Dispatch
 /// to run beside the others. The manager's own queue is serial, so its hops are shared: work handed over while an
 /// earlier hop still waits to run goes with that hop, in the order it was handed over. When many requests complete
 /// together (the delegate queue drains a burst of them), that wakes the queue's thread once rather than once per
-/// request; with 64 requests in flight, the hop per completion cost the async verbs about a quarter of their rate.
+/// request; with 64 requests in flight, the hop per completion cost the async verbs up to a quarter of their rate.
 struct CompletionQueue: Sendable {
     /// The queue the work runs on.
     let queue: DispatchQueue

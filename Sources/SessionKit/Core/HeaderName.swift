@@ -6,8 +6,7 @@ extension String {
     /// response on Linux; the bytes are read from the strings' contiguous UTF-8 (walking two `UTF8View`s side by side
     /// cost about 2k instructions per response head).
     func equalsIgnoringASCIICase(_ other: String) -> Bool {
-        let count = utf8.count
-        guard count == other.utf8.count else { return false }
+        guard utf8.count == other.utf8.count else { return false }
         func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
         var mine = self
         var theirs = other
