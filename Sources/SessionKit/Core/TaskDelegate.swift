@@ -41,6 +41,25 @@ final class TaskDelegate: @unchecked Sendable {
         /// of the task API or a closure verb, a WebSocket task); the pipeline reports its own tasks' as it makes them.
         var reportsControl = false
 
+        /// A request made outside the pipeline (the task API, a closure verb, a WebSocket task), whose task the caller
+        /// holds: its one attempt begins, with `request` as sent, and `monitors` hear it was created.
+        static func outsidePipeline(_ request: URLRequest, monitors: [any EventMonitor]) -> Observation {
+            let observation = Observation(
+                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
+                reportsControl: true)
+            _ = observation.request.beginAttempt()
+            observation.request.adapted(request)
+            observation.monitor.requestDidCreate(observation.request)
+            return observation
+        }
+
+        /// The task of a request made outside the pipeline was made: cancelling the request cancels it.
+        func taskMade(_ task: URLSessionTask) {
+            _ = request.taskStarted(task)
+            request.setCancelHandler { [weak task] in task?.cancel() }
+            monitor.request(request, didCreateTask: task)
+        }
+
         /// The caller resumed (`resumed`) or suspended `task`: the monitor hears of it when the caller holds the task.
         func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
             guard reportsControl else { return }

@@ -49,17 +49,7 @@ extension URLSessionManager {
         }
         // The event monitors see the connection as one request: created, its task created, resumed, completed.
         let monitors = eventMonitors
-        let observation =
-            monitors.isEmpty
-            ? nil
-            : TaskDelegate.Observation(
-                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
-                reportsControl: true)
-        if let observation {
-            _ = observation.request.beginAttempt()
-            observation.request.adapted(request)
-            observation.monitor.requestDidCreate(observation.request)
-        }
+        let observation = monitors.isEmpty ? nil : TaskDelegate.Observation.outsidePipeline(request, monitors: monitors)
         let configuration = sessionConfiguration
         let endpoint = request.url.flatMap(WebSocketHandshake.endpoint(of:))
         let handshake = WebSocketHandshake(
@@ -96,11 +86,7 @@ extension URLSessionManager {
             if telemetry != nil || observation != nil {
                 registry.add(.init(telemetry: telemetry, observation: observation), of: made)
             }
-            if let observation {
-                _ = observation.request.taskStarted(made)
-                observation.request.setCancelHandler { [weak made] in made?.cancel() }
-                observation.monitor.request(observation.request, didCreateTask: made)
-            }
+            observation?.taskMade(made)
             return made
         }
     }

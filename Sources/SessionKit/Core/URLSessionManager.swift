@@ -699,12 +699,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         if observation == nil, let request = source.request, case let monitors = settings.eventMonitors,
             !monitors.isEmpty || interceptor != nil
         {
-            let implicit = TaskDelegate.Observation(
-                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
-                reportsControl: true)
-            _ = implicit.request.beginAttempt()
-            implicit.request.adapted(request)
-            implicit.monitor.requestDidCreate(implicit.request)
+            let implicit = TaskDelegate.Observation.outsidePipeline(request, monitors: monitors)
             (observation, implicitObservation) = (implicit, implicit)
             let caller = completion
             completion = { outcome in
@@ -807,11 +802,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         // Through the progress itself (it holds its task weakly): the task must not keep its delegate alive.
         let progress = delegate.progress
         made?.adoptProgress({ progress.upload }, { progress.download })
-        if let implicit = implicitObservation {
-            _ = implicit.request.taskStarted(task)
-            implicit.request.setCancelHandler { [weak task] in task?.cancel() }
-            implicit.monitor.request(implicit.request, didCreateTask: task)
-        }
+        implicitObservation?.taskMade(task)
         registry.add(delegate)
         return task
     }
