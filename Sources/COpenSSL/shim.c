@@ -133,6 +133,13 @@ int sk_ssl_set_host_name(SSL *ssl, const char *name) {
     return (int)SSL_set_tlsext_host_name(ssl, name);
 }
 
+int sk_ssl_alpn_selected_h2(const SSL *ssl) {
+    const unsigned char *protocol = NULL;
+    unsigned int length = 0;
+    SSL_get0_alpn_selected(ssl, &protocol, &length);
+    return length == 2 && protocol[0] == 'h' && protocol[1] == '2';
+}
+
 int sk_ssl_ctx_add1_chain_cert(SSL_CTX *context, X509 *certificate) {
     return (int)SSL_CTX_add1_chain_cert(context, certificate);
 }

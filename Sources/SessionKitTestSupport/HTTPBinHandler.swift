@@ -157,6 +157,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         case "redirect-to":
             let status = HTTPResponseStatus(statusCode: Int(request.query["status_code"] ?? "") ?? 302)
             redirect(context, request, to: request.query["url"] ?? "/get", status: status)
+        case "goaway":
+            goAway(context, request)
         case "response-headers":
             var headers = HTTPHeaders()
             for (name, value) in request.queryPairs { headers.add(name: name, value: value) }

@@ -42,6 +42,7 @@ public final class LoopbackServer: @unchecked Sendable {
 
     struct Counters {
         var connections = 0
+        var closedConnections = 0
         var requests = 0
     }
 
@@ -107,6 +108,7 @@ public final class LoopbackServer: @unchecked Sendable {
         let bootstrap = (unixSocketPath == nil ? base.childChannelOption(.socketOption(.tcp_nodelay), value: 1) : base)
             .childChannelInitializer { channel in
                 counters.withLockedValue { $0.connections += 1 }
+                channel.closeFuture.whenComplete { _ in counters.withLockedValue { $0.closedConnections += 1 } }
                 if http2, let sslContext {
                     return channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: sslContext))
@@ -196,6 +198,9 @@ public final class LoopbackServer: @unchecked Sendable {
 
     /// How many TCP connections were accepted.
     public var connectionCount: Int { counters.withLockedValue { $0.connections } }
+
+    /// How many connections accepted so far are still open.
+    public var openConnectionCount: Int { counters.withLockedValue { $0.connections - $0.closedConnections } }
 
     /// How many requests were received (counted even when recording is off).
     public var requestCount: Int { counters.withLockedValue { $0.requests } }

@@ -48,6 +48,14 @@ static inline CURLcode sk_curl_easy_getinfo_socket(CURL *handle, CURLINFO info, 
     return curl_easy_getinfo(handle, info, value);
 }
 
+/// The OpenSSL `SSL *` of the transfer's TLS connection (CURLINFO_TLS_SSL_PTR), or NULL: no TLS connection yet, or
+/// another TLS backend.
+static inline void *sk_curl_easy_openssl_ssl(CURL *handle) {
+    struct curl_tlssessioninfo *info = NULL;
+    if (curl_easy_getinfo(handle, CURLINFO_TLS_SSL_PTR, &info) != CURLE_OK || info == NULL) return NULL;
+    return info->backend == CURLSSLBACKEND_OPENSSL ? info->internals : NULL;
+}
+
 /// libcurl's socket open and close callbacks (CURLOPT_OPENSOCKETFUNCTION, CURLOPT_CLOSESOCKETFUNCTION): the curl
 /// transport counts its connections with them (http.client.open_connections).
 static inline CURLcode sk_curl_easy_setopt_opensocket_callback(CURL *handle, curl_opensocket_callback value) {

@@ -63,6 +63,9 @@ int sk_ssl_ctx_refuses_renegotiation(SSL_CTX *context);
 /// Sets the server name (SNI) of `ssl` (a macro in OpenSSL); 1 on success.
 int sk_ssl_set_host_name(SSL *ssl, const char *name);
 
+/// Whether `ssl`'s handshake selected HTTP/2 (`h2`) by ALPN: 1 yes, 0 no.
+int sk_ssl_alpn_selected_h2(const SSL *ssl);
+
 /// Adds `certificate` (one reference taken) to the chain `context` sends after its own certificate (a macro in
 /// OpenSSL: `SSL_CTX_add1_chain_cert`); 1 on success.
 int sk_ssl_ctx_add1_chain_cert(SSL_CTX *context, X509 *certificate);

@@ -321,6 +321,8 @@ final class HTTPCoreAPITests: LoopbackTestCase {
             let underlying = (error as NSError).userInfo[NSUnderlyingErrorKey] as? NSError
             XCTAssertEqual(underlying?.code, SessionKitError.Code.requestTrailersNotSent.rawValue, "\(error)")
         }
+        // The body was cut short (the stream reset), not ended: the server never saw the request complete.
+        XCTAssertFalse(tls.requests.contains { $0.path == "/duplex" }, "the server saw a request without its trailers")
     }
 
     /// Trailers the request cannot carry fail it instead of being dropped: a body with a length goes with

@@ -40,13 +40,15 @@ class LoopbackTestCase: XCTestCase {
         manager.transport = transport
         return manager
     }
+}
 
+extension XCTestCase {
     /// A manager on the curl transport that trusts the test root CA by pinning it (for the TLS and HTTP/2 servers),
-    /// with a short timeout.
-    func makeRootCAPinnedManager() throws -> URLSessionManager {
+    /// with a short timeout, and `baseURL` for its verbs.
+    func makeRootCAPinnedManager(baseURL: URL? = nil) throws -> HTTPSessionManager {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 10
-        let manager = URLSessionManager(sessionConfiguration: configuration)
+        let manager = HTTPSessionManager(baseURL: baseURL, sessionConfiguration: configuration)
         manager.transport = .curl
         let policy = SecurityPolicy(
             pinningMode: .certificate,

@@ -202,19 +202,7 @@ final class HTTP2Tests: XCTestCase {
     func testConcurrentRequestsShareOneHTTP2Connection() async throws {
         let server = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
         defer { Task { try? await server.shutdown() } }
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.timeoutIntervalForRequest = 10
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
-        let policy = SecurityPolicy(
-            pinningMode: .certificate,
-            pinnedCertificates: [
-                try TestCertificates.derCertificate(at: TestCertificates.rootCAFile)
-            ])
-        policy.allowInvalidCertificates = true
-        manager.securityPolicy = policy
-        manager.responseSerializer = HTTPResponseSerializer()
-
+        let manager = try makeManager(server)
         let sizes = (0..<20).map { 1_000 + $0 * 20_000 }
         let bodies = try await withThrowingTaskGroup(of: (Int, Data).self) { group in
             for size in sizes {
@@ -233,5 +221,62 @@ final class HTTP2Tests: XCTestCase {
         let gzip = try await manager.get("/gzip")
         XCTAssertEqual(gzip.statusCode, 200)
         XCTAssertNotNil(try JSONSerialization.jsonObject(with: gzip.data) as? [String: Any])
+    }
+
+    /// A manager of `server`'s (HTTP/2) with the loopback CA pinned, keeping bodies as `Data`.
+    private func makeManager(_ server: LoopbackServer) throws -> HTTPSessionManager {
+        let manager = try makeRootCAPinnedManager(baseURL: server.baseURL)
+        manager.responseSerializer = HTTPResponseSerializer()
+        return manager
+    }
+
+    /// A server that sent GOAWAY and left the connection open processes no new stream on it (RFC 9113 6.8). libcurl
+    /// 7.88 sends the next request there anyway and fails it: an idempotent request goes again on a new connection,
+    /// once; a POST is not sent again (its error says why).
+    func testARequestAfterTheServersGOAWAYGoesOnANewConnection() async throws {
+        let server = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await server.shutdown() } }
+        let manager = try makeManager(server)
+        let first = try await manager.get("/goaway")
+        XCTAssertEqual(first.statusCode, 200)
+        XCTAssertEqual(server.requests.last?.httpVersion, "HTTP/2.0")
+        // The GOAWAY goes 50 ms after the answer; the connection stays open, idle in libcurl's pool.
+        try await Task.sleep(nanoseconds: 300_000_000)
+        XCTAssertEqual(server.openConnectionCount, 1, "the server left its connection open after GOAWAY")
+        let second = try await manager.get("/get")
+        XCTAssertEqual(second.statusCode, 200)
+        XCTAssertEqual(server.connectionCount, 2, "the GET went again on a new connection")
+        XCTAssertEqual(server.requests.filter { $0.path == "/get" }.count, 1, "processed once")
+
+        _ = try await manager.get("/goaway")
+        try await Task.sleep(nanoseconds: 300_000_000)
+        do {
+            _ = try await manager.post("/post", parameters: ["a": "1"])
+            XCTFail("a POST was sent again on its own")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .networkConnectionLost, "\(error)")
+            XCTAssertTrue(error.localizedDescription.contains("not sent again"), error.localizedDescription)
+        }
+        XCTAssertFalse(server.requests.contains { $0.path == "/post" }, "the server processed no POST")
+    }
+
+    /// A request cut short over HTTP/2 ends on the wire at once: libcurl 7.88 keeps the stream's RST_STREAM in the
+    /// connection's output buffer until another transfer uses the connection, so the server would go on sending.
+    /// The connection, used by no other stream, is closed.
+    func testACancelledRequestEndsOnTheWireAtOnce() async throws {
+        let server = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await server.shutdown() } }
+        let manager = try makeManager(server)
+        let request = Task { try await manager.get("/drip?numbytes=100&duration=30") }
+        try await waitUntil("the request reached the server") { server.requests.contains { $0.path == "/drip" } }
+        request.cancel()
+        do {
+            _ = try await request.value
+            XCTFail("the cancelled request succeeded")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(error)")
+        }
+        XCTAssertEqual(server.requests.last?.httpVersion, "HTTP/2.0")
+        try await waitUntil("the server saw the connection end") { server.openConnectionCount == 0 }
     }
 }

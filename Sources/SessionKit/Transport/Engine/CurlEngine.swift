@@ -181,6 +181,12 @@ final class CurlEngine: @unchecked Sendable {
                     }
                 case .remove(let transfer):
                     if transfers.removeValue(forKey: transfer.easy) != nil {
+                        // A transfer cut short leaves its connection unknown: HTTP/1.1 closes it anyway. Over HTTP/2
+                        // libcurl 7.88 resets the stream, but keeps the RST_STREAM in the connection's output buffer
+                        // until another transfer uses it, so the server would go on sending until then. Not reusing
+                        // the connection closes it at once when no other stream uses it; another stream's next
+                        // write sends the reset.
+                        _ = sk_curl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
                         curl_multi_remove_handle(multi, transfer.easy)
                     }
                 case .unpause(let transfer):
@@ -209,6 +215,10 @@ final class CurlEngine: @unchecked Sendable {
                 guard let transfer = transfers.removeValue(forKey: easy) else { continue }
                 let code = message.pointee.data.result
                 curl_multi_remove_handle(multi, easy)
+                if transfer.resendsOnNewConnection(after: code), curl_multi_add_handle(multi, easy) == CURLM_OK {
+                    transfers[easy] = transfer
+                    continue
+                }
                 transfer.finish(code: code)
             }
             for transfer in transfers.values { transfer.flushEvents() }

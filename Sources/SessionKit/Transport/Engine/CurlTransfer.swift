@@ -352,6 +352,27 @@ final class CurlTransfer: @unchecked Sendable {
 
     /// Whether libcurl asked for the request trailers (it does only after a chunked HTTP/1.1 body).
     private var trailersSent = false
+    /// Set when the writer's trailers could not follow its body on this transfer: the body was cut short (the
+    /// transfer aborted before its end), so that the server never saw the request complete without them.
+    private var trailersRefused = false
+
+    /// Whether request trailers can follow the body on this transfer's connection: after a chunked HTTP/1.1 body
+    /// only. A body with a length goes with `Content-Length`, and libcurl 7.88 has no way to send them over HTTP/2
+    /// (the connection's ALPN says which it is; SessionKit asks for HTTP/2 over TLS only).
+    private func carriesRequestTrailers(_ pipe: RequestBodyPipe) -> Bool {
+        guard pipe.length == nil else { return false }
+        guard isTLS, let ssl = sk_curl_easy_openssl_ssl(easy) else { return true }
+        return sk_ssl_alpn_selected_h2(OpaquePointer(ssl)) == 0
+    }
+
+    /// Why the writer's trailers were not sent.
+    private func unsentTrailersReason(_ pipe: RequestBodyPipe) -> String {
+        pipe.length != nil
+            ? "The request body's trailers could not be sent: the body had a length, so it went with Content-Length "
+                + "and no chunked framing for trailers to follow (give no length to send them)."
+            : "The request body's trailers could not be sent: libcurl sends request trailers only after a chunked "
+                + "HTTP/1.1 body, and this request went over HTTP/2."
+    }
     /// Whether ``bodyPipe`` is filled from the caller's stream by an ``InputStreamPump`` (the driver decides, with
     /// ``InputStreamPump/pumps(_:readInPlace:)``); SessionKit's own streams are read in place.
     private let pumpsBodyStream: Bool
@@ -452,6 +473,14 @@ final class CurlTransfer: @unchecked Sendable {
         if let pipe = transfer.bodyPipe {
             switch pipe.read(into: buffer, count: size * count) {
             case .bytes(let read): return read
+            case .end where !pipe.trailers.isEmpty && !transfer.carriesRequestTrailers(pipe):
+                // Ending the body here would send a request that looks complete without its trailers (an HTTP/2
+                // stream's END_STREAM): it is cut short instead, and the stream reset; not reusing the connection
+                // makes libcurl send that at once (see `CurlEngine`). A body with a length is read no further than
+                // its length, so it ends before the writer's trailers are known: that failure comes at the end.
+                transfer.trailersRefused = true
+                _ = sk_curl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
+                return 0x1000_0000  // CURL_READFUNC_ABORT
             case .end: return 0
             case .wouldBlock: return 0x1000_0001  // CURL_READFUNC_PAUSE: `onReadable` unpauses
             case .failed:
@@ -680,6 +709,28 @@ final class CurlTransfer: @unchecked Sendable {
         events.flush()
     }
 
+    /// Whether the transfer goes again, at once, on a new connection after ending with `code` (the engine adds its
+    /// handle again): libcurl failed it with `CURLE_HTTP2` on a connection it reused, before any response byte. libcurl
+    /// 7.88 sends a request on an idle HTTP/2 connection whose GOAWAY it read, then fails it this way; the server never
+    /// processed that stream (RFC 9113 6.8). Only a request that may go again: idempotent (RFC 9110 9.2.2), not sent
+    /// again before in this transfer, its body its own bytes (not a stream, which was read).
+    func resendsOnNewConnection(after code: CURLcode) -> Bool {
+        EngineThread.check("CurlTransfer.resendsOnNewConnection")
+        guard code == CURLE_HTTP2, mayResend, automaticResends == 0, !headStarted, bodyPipe == nil, bodyStream == nil,
+            reusedConnection
+        else { return false }
+        bodyOffset = 0
+        _ = sk_curl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
+        return true
+    }
+
+    /// Whether the transfer's last request went on a connection it did not open.
+    private var reusedConnection: Bool {
+        var connects = 0
+        _ = sk_curl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
+        return connects == 0
+    }
+
     /// The transfer ended with `code`.
     func finish(code: CURLcode) {
         EngineThread.check("CurlTransfer.finish")
@@ -690,14 +741,9 @@ final class CurlTransfer: @unchecked Sendable {
         defer { flushEvents() }
         if code == CURLE_OK {
             deliverResponseIfNeeded()
+            // A body that ended before the read saw the writer's trailers (an empty body of length 0 is never read).
             if let pipe = bodyPipe, !trailersSent, !pipe.trailers.isEmpty {
-                let reason =
-                    pipe.length != nil
-                    ? "The request body's trailers could not be sent: the body had a length, so it went with "
-                        + "Content-Length and no chunked framing for trailers to follow (give no length to send them)."
-                    : "The request body's trailers could not be sent: libcurl sends request trailers only after a "
-                        + "chunked HTTP/1.1 body, and this request went over HTTP/2."
-                return events.completion(SessionKitError.trailersNotSent(reason, url: url))
+                return events.completion(SessionKitError.trailersNotSent(unsentTrailersReason(pipe), url: url))
             }
             if responseDelivered, !trailerFields.isEmpty { events.trailers(trailerFields) }
             // Whatever a parser made of the bytes, a transfer that ends well has delivered a response, or it fails.
@@ -754,6 +800,9 @@ final class CurlTransfer: @unchecked Sendable {
         ]
         if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
         if pipeRefused { return RequestBodyPipe.notReplayableError(userInfo: userInfo) }
+        if trailersRefused, let pipe = bodyPipe {
+            return SessionKitError.trailersNotSent(unsentTrailersReason(pipe), url: url)
+        }
         if bodyStreamFailed, let failure = bodyPipe?.failure as? InputStreamPump.ReadFailure {
             return Self.bodyStreamError(failure.streamError, userInfo)
         }
@@ -811,6 +860,15 @@ final class CurlTransfer: @unchecked Sendable {
                     + "not sent a third time."
                 : "The connection was lost after the request was sent, before any response; a \(method) is not sent "
                     + "again automatically (it may have reached the server). Retry it yourself if that is safe."
+            return URLError(
+                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+        }
+        if code == CURLE_HTTP2, !headStarted, !mayResend, reusedConnection {
+            // See `resendsOnNewConnection(after:)`: what an idempotent request is sent again after.
+            let reason =
+                "The HTTP/2 connection this request reused failed before any response (the server may have sent "
+                + "GOAWAY); a \(method) is not sent again automatically (it may have reached the server). Retry it "
+                + "yourself if that is safe."
             return URLError(
                 .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
