@@ -368,3 +368,34 @@ final class URLSessionManagerTests: LoopbackTestCase {
         XCTAssertFalse(onMain)
     }
 }
+
+extension URLSessionManagerTests {
+    /// A body without a `Content-Type` goes as URLSession on Linux sends it: a POST's `httpBody` as
+    /// `application/x-www-form-urlencoded` (its long-standing default), any other method's, and an upload's file,
+    /// with none (libcurl would give every one the form type).
+    func testABodyWithoutAContentTypeGetsTheFormTypeOnlyAsAPOSTsHTTPBody() async throws {
+        let manager = makeManager()
+        let file = temporaryFile()
+        try Data("abc".utf8).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        for method in ["POST", "PUT", "PATCH", "DELETE"] {
+            var request = URLRequest(url: server.url("/anything"))
+            request.httpMethod = method
+            request.httpBody = Data("abc".utf8)
+            let error: Error? = try await awaitCallback { done in
+                manager.dataTask(with: request) { _, _, error in done(error) }.resume()
+            }
+            XCTAssertNil(error)
+            XCTAssertEqual(server.requests.last?.bodyLength, 3)
+            let expected = method == "POST" ? "application/x-www-form-urlencoded" : nil
+            XCTAssertEqual(server.requests.last?.header("Content-Type"), expected, method)
+            request.httpBody = nil
+            let uploaded: Error? = try await awaitCallback { done in
+                manager.uploadTask(with: request, fromFile: file) { _, _, error in done(error) }.resume()
+            }
+            XCTAssertNil(uploaded)
+            XCTAssertEqual(server.requests.last?.bodyLength, 3)
+            XCTAssertNil(server.requests.last?.header("Content-Type"), "\(method) upload of a file")
+        }
+    }
+}

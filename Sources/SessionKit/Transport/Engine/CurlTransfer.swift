@@ -298,6 +298,11 @@ final class CurlTransfer: @unchecked Sendable {
         for field in ["Expect", "Accept"] where request.value(forHTTPHeaderField: field) == nil {
             list = curl_slist_append(list, "\(field):")
         }
+        // libcurl gives every body without a Content-Type `application/x-www-form-urlencoded`; URLSession does so for a
+        // POST's `httpBody` only (not for another method, an upload's file or a stream), and so does this transport.
+        if sendsBody, !(method == "POST" && httpBody != nil), request.value(forHTTPHeaderField: "Content-Type") == nil {
+            list = curl_slist_append(list, "Content-Type:")
+        }
         headerList = list
         _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_HTTPHEADER, list)
         if idleTimeout > 0 && idleTimeout.isFinite {
