@@ -62,6 +62,51 @@ final class WebSocketCompressionTests: WebSocketTestCase {
         XCTAssertNil(completion)
     }
 
+    /// Sends from many threads at once on one socket, with context takeover: each frame reaches the stream in the
+    /// order it was compressed, so the server inflates every message against the right history (a frame handed over
+    /// out of that order is inflated against another history: garbled, or not deflate data at all).
+    func testConcurrentSendsKeepTheCompressionContextInOrder() async throws {
+        let server = try await startServer(deflate: .init())
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        // Open first: frames queued before the handshake are compressed together, in order, when it completes.
+        try await task.send(.string("open"))
+        let opened = try await task.receive()
+        XCTAssertEqual(opened, .string("open"))
+        let count = 400
+        let message = { (index: Int) in "message \(index) \(Self.noise.prefix(300)) end \(index)" }
+        let failures = LockedBox(0)
+        let senders = DispatchQueue(label: "senders", attributes: .concurrent)
+        let _: Void = try await awaitCallback { done in
+            let group = DispatchGroup()
+            for index in 0..<count {
+                group.enter()
+                senders.async {
+                    task.send(.string(message(index))) { error in
+                        if error != nil { failures.write { $0 += 1 } }
+                        group.leave()
+                    }
+                }
+            }
+            group.notify(queue: .global()) { done(()) }
+        }
+        XCTAssertEqual(failures.wrappedValue, 0, "every send completed without an error")
+        var received = Set<String>()
+        for _ in 0..<count {
+            guard case .string(let text) = try await task.receive() else { return XCTFail("a binary echo") }
+            received.insert(text)
+        }
+        let garbled = received.subtracting((0..<count).map(message))
+        XCTAssertEqual(received.count, count, "every message echoed once")
+        XCTAssertTrue(garbled.isEmpty, "\(garbled.count) echoes are not what was sent, e.g. \(garbled.first ?? "")")
+        XCTAssertEqual(server.seen.undecodableMessages, 0)
+        XCTAssertEqual(server.seen.compressedMessages, count + 1)
+        task.cancel(with: .normalClosure, reason: nil)
+        let completion = try await awaitCompletion(of: task, in: completions)
+        XCTAssertNil(completion)
+    }
+
     func testNoContextTakeoverResetsBothContextsAfterEachMessage() async throws {
         let server = try await startServer(
             deflate: .init(serverNoContextTakeover: true, clientNoContextTakeover: true))

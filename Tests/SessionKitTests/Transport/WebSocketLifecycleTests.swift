@@ -169,6 +169,18 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertEqual(end.filter { if case .completePing(3, _?) = $0 { return true } else { return false } }.count, 1)
     }
 
+    /// An unsolicited pong (RFC 6455 5.5.3: a heartbeat) answers no ping, even when its 8-byte payload (a timestamp,
+    /// say) reads as a number larger than every ping's.
+    func testAnUnsolicitedPongAnswersNoPing() {
+        var lifecycle = open()
+        var payloads: [Data] = []
+        for case .write(let frame, .ping(1)) in lifecycle.sendPing(id: 1) { payloads.append(frame.payload) }
+        let timestamp: [UInt8] = [0, 0, 1, 0x8C, 0x4E, 0x2A, 0x11, 0x07]
+        XCTAssertEqual(lifecycle.received(frame(0xA, timestamp), atEOF: false, error: nil), [.read(timeout: 0)])
+        let actions = lifecycle.received(frame(0xA, [UInt8](payloads[0])), atEOF: false, error: nil)
+        XCTAssertEqual(actions.first, .completePing(id: 1, nil), "the ping's own pong answers it")
+    }
+
     func testPeerCloseIsEchoedAndEndsWithoutError() {
         var lifecycle = open()
         _ = lifecycle.receive(id: 1)

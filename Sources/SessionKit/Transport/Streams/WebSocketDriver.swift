@@ -47,6 +47,10 @@ final class WebSocketDriver: @unchecked Sendable {
         var pingHandlers: [Int: ErrorHandler] = [:]
         var outbox: [Completion] = []
         var drainScheduled = false
+        /// I/O actions the transitions made, in their order, waiting to be performed (see ``performIO()``).
+        var io: [WebSocketLifecycle.Action] = []
+        /// Whether a thread is performing ``io``.
+        var performingIO = false
         var completionDelivered = false
         var refusalFinished = false
         /// Suspended by the caller after the connection started (before, the lifecycle is idle).
@@ -219,11 +223,37 @@ final class WebSocketDriver: @unchecked Sendable {
             let id = register(&state)
             let actions = transition(&state.lifecycle, id)
             if actions.contains(where: Self.isCompletion) { state.outbox.append(.actions(actions)) }
+            state.io.append(contentsOf: actions)
             return actions
         }
-        for action in actions { perform(action) }
+        performIO()
         if actions.contains(where: Self.isCompletion) { flush() }
         return actions
+    }
+
+    /// Performs the queued I/O actions in the order the transitions made them, one thread at a time. The order is the
+    /// lock's: a data frame is compressed under it (permessage-deflate's context carries from one message to the
+    /// next), so two threads sending at once must hand their frames to the stream in that order too, or the peer
+    /// inflates a message against the wrong history. A thread that finds another one performing leaves its actions
+    /// to it.
+    private func performIO() {
+        var batch = state.write { state -> [WebSocketLifecycle.Action] in
+            guard !state.performingIO, !state.io.isEmpty else { return [] }
+            state.performingIO = true
+            defer { state.io = [] }
+            return state.io
+        }
+        while !batch.isEmpty {
+            for action in batch { perform(action) }
+            batch = state.write { state -> [WebSocketLifecycle.Action] in
+                guard !state.io.isEmpty else {
+                    state.performingIO = false
+                    return []
+                }
+                defer { state.io = [] }
+                return state.io
+            }
+        }
     }
 
     private static func isCompletion(_ action: WebSocketLifecycle.Action) -> Bool {

@@ -348,10 +348,12 @@ struct WebSocketLifecycle {
     }
 
     /// A pong answers the ping whose number it carries and every ping before it (a peer may answer only the last of
-    /// several); an unsolicited pong answers none.
+    /// several); an unsolicited pong (RFC 6455 5.5.3: a heartbeat, whatever its payload) answers none, even one whose
+    /// payload reads as a larger number.
     private mutating func ponged(_ payload: Data) -> [Action] {
         guard payload.count == 8 else { return [] }
         let number = payload.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        guard pings.contains(where: { $0.number == number }) else { return [] }
         var actions: [Action] = []
         while let first = pings.first, first.number <= number {
             pings.removeFirst()
