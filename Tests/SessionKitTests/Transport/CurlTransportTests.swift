@@ -79,6 +79,50 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last?.body, body)
     }
 
+    /// Each hop of a redirect asks the cookie storage anew: a cookie the redirect response replaced or added goes on
+    /// the next hop, also when the first hop carried cookies (it sent the old value).
+    func testACookieARedirectSetsGoesOnTheNextHop() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
+            forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        func cookies(after path: String) async throws -> [String: String] {
+            let object = try await manager.get(path).object
+            return try XCTUnwrap((object as? [String: Any])?["cookies"] as? [String: String])
+        }
+        let first = try await cookies(after: "/cookies/set?a=1")
+        XCTAssertEqual(first, ["a": "1"])
+        let replaced = try await cookies(after: "/cookies/set?a=2")
+        XCTAssertEqual(replaced, ["a": "2"], "the redirect's new value, not the one the first hop sent")
+        let added = try await cookies(after: "/cookies/set?z=9")
+        XCTAssertEqual(added, ["a": "2", "z": "9"])
+        XCTAssertEqual(server.requests.last?.header("Cookie")?.contains("z=9"), true)
+    }
+
+    /// The curl transport speaks HTTP only: another scheme (which libcurl would run: a file read, gopher or dict to
+    /// any host) is refused before anything is sent, and so is an HTTP URL without a host or with a port out of range.
+    func testOnlyHTTPURLsWithAHostAreSent() async throws {
+        let manager = URLSessionManager(sessionConfiguration: .ephemeral)
+        manager.transport = .curl
+        server.clearRequests()
+        let cases: [(String, URLError.Code)] = [
+            ("gopher://127.0.0.1:\(server.port)/_GET%20/gopher%20HTTP/1.0%0D%0A%0D%0A", .unsupportedURL),
+            ("dict://127.0.0.1:\(server.port)/d", .unsupportedURL),
+            ("file:///etc/hostname", .unsupportedURL),
+            ("http:///get", .badURL),
+            ("http://127.0.0.1:99999/get", .badURL),
+        ]
+        for (string, code) in cases {
+            let url = try XCTUnwrap(URL(string: string))
+            let error: Error? = try await awaitCallback { done in
+                manager.dataTask(with: URLRequest(url: url)) { _, _, error in done(error) }.resume()
+            }
+            XCTAssertEqual((error as? URLError)?.code, code, "\(string): \(String(describing: error))")
+        }
+        XCTAssertEqual(server.requestCount, 0, "nothing reached the server")
+    }
+
     func testConfigurationHeadersCookiesAndUploadProgress() async throws {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.httpAdditionalHeaders = ["X-Config": "yes"]

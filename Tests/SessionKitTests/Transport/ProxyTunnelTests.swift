@@ -156,6 +156,25 @@ final class ProxyTunnelTests: WebSocketTestCase {
         XCTAssertEqual(origin.requests.map(\.uri), ["/get?h", "/get?local"])
     }
 
+    /// An HTTPS request through an HTTP proxy libcurl takes from the environment: the tunnel's "200 Connection
+    /// established" is not the response (it was, and the real head was then read as trailers).
+    func testHTTPSThroughAnHTTPProxyFromTheEnvironment() async throws {
+        let origin = try await startOrigin(tls: TestCertificates.localhost)
+        let manager = httpManager(proxy: nil)
+        manager.securityPolicy = try .trustingTheTestRoot()
+        manager.responseSerializer = HTTPResponseSerializer()
+        for variable in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY"] {
+            // A proxy of its own per variable: a tunnel through another proxy is not reused.
+            let proxy = try await startProxy(.httpConnect)
+            let response = try await withEnvironment([variable: "http://127.0.0.1:\(proxy.port)"]) {
+                try await manager.get("https://localhost:\(origin.port)/get?\(variable)")
+            }
+            XCTAssertEqual(response.statusCode, 200, variable)
+            XCTAssertEqual(proxy.destinations, ["localhost:\(origin.port)"], "\(variable): through the proxy")
+        }
+        XCTAssertEqual(origin.requests.map(\.uri), ["/get?https_proxy", "/get?HTTPS_PROXY", "/get?ALL_PROXY"])
+    }
+
     func testNOPROXYGoesDirectForTheEnvironmentsProxyAndTheConfigurations() async throws {
         let proxy = try await startProxy(.socks5())
         let origin = try await startOrigin()

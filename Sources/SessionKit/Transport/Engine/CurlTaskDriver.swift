@@ -295,8 +295,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard case .start(let credentials, let remaining) = plan else {
             return fail(Self.resourceTimedOut(request.url))
         }
+        let asked = request
         var request = request
         let cookieStorage = request.httpShouldHandleCookies ? settings.cookieStorage : nil
+        var addedCookies = false
         // An empty store is not asked for the URL's cookies: Foundation parses the URL's host for that, about 4k
         // instructions per request, to find nothing.
         if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
@@ -305,6 +307,15 @@ final class CurlTaskDriver: @unchecked Sendable {
             for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) {
                 request.setValue(value, forHTTPHeaderField: field)
             }
+            addedCookies = true
+        }
+        /// The task's current request, which the next transfer (a redirect, a challenge's round) starts from: without
+        /// the cookies added here, so that it asks the storage anew and sends what a redirect response just set.
+        func current(_ request: URLRequest) -> URLRequest {
+            guard addedCookies else { return request }
+            var request = request
+            request.setValue(nil, forHTTPHeaderField: "Cookie")
+            return request
         }
         // What libcurl will add as `Authorization`, for the cache to judge the request as it goes on the wire.
         // A client certificate is a credential too: what is stored for one identity is served to it alone.
@@ -316,13 +327,12 @@ final class CurlTaskDriver: @unchecked Sendable {
         if let plan = cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:
-                let original = request
-                return environment.delegateQueue.async { self.start(original, onDelegateQueue: true) }
+                return environment.delegateQueue.async { self.start(asked, onDelegateQueue: true) }
             case .serve(let entry):
-                observed.write { $0.currentRequest = request }
+                observed.write { $0.currentRequest = current(request) }
                 return serveStored(entry)
             case .serveStaleAndRevalidate(let entry, let background):
-                observed.write { $0.currentRequest = request }
+                observed.write { $0.currentRequest = current(request) }
                 serveStored(entry)
                 return revalidateInBackground(
                     entry, with: background, credential: wireCredential, credentials: credentials, remaining: remaining)
@@ -351,7 +361,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             InputStreamPump.pumps($0, readInPlace: readsFileInPlace) ? $0 : nil
         }
         let pumpedAgain = observed.write { observed -> Bool in
-            observed.currentRequest = request
+            observed.currentRequest = current(request)
             guard let pumped else { return false }
             defer { observed.pumpedStream = pumped }
             return observed.pumpedStream === pumped

@@ -26,11 +26,40 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     }
 
     func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
+        if let refusal = Self.refusal(for: request.url) { return refusal }
         if let refusal = UnixSocketURL.refusal(for: request.url) { return refusal }
         guard let problem = connection.problem else { return nil }
         return URLError(
             .badURL, userInfo: [NSLocalizedDescriptionKey: problem, NSURLErrorFailingURLErrorKey: request.url as Any])
             as NSError
+    }
+
+    /// This transport speaks HTTP: a URL of another scheme is refused before anything is sent (`file`, `gopher`,
+    /// `dict`… libcurl would run them), and so is an HTTP URL without a host (libcurl would take the path's first
+    /// word as one).
+    static func refusal(for url: URL?) -> NSError? {
+        func refused(_ code: URLError.Code, _ reason: String) -> NSError {
+            URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any])
+                as NSError
+        }
+        guard let url, let scheme = url.scheme?.lowercased() else {
+            let given = url?.absoluteString ?? "none"
+            return refused(.badURL, "The request has no absolute URL (a scheme and a host): \(given).")
+        }
+        switch scheme {
+        case "http", "https":
+            guard let host = url.host, !host.isEmpty else {
+                return refused(.badURL, "\(url.absoluteString) has no host.")
+            }
+            return nil
+        case _ where UnixSocketURL.schemes.contains(scheme):
+            return nil
+        default:
+            return refused(
+                .unsupportedURL,
+                "\(url.absoluteString): the scheme \(scheme) is not HTTP; SessionKit sends http, https, http+unix and "
+                    + "https+unix requests.")
+        }
     }
 
     var clientIdentityRefusal: NSError? { nil }

@@ -205,9 +205,10 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_UNIX_SOCKET_PATH, unixSocket.socketPath)
             // A socket is reached directly: a proxy (configured or from the environment) would get the request.
             _ = sk_curl_easy_setopt_string(easy, CURLOPT_NOPROXY, "*")
-        } else if let proxy {
-            _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy)
-            // A tunnel's "200 Connection established" is not the response.
+        } else {
+            if let proxy { _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROXY, proxy) }
+            // A tunnel's "200 Connection established" is not the response, whether the proxy was configured or libcurl
+            // took it from the environment (`https_proxy`, `ALL_PROXY`).
             _ = sk_curl_easy_setopt_long(easy, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1)
         }
         for credential in credentials {
@@ -237,6 +238,10 @@ final class CurlTransfer: @unchecked Sendable {
     private func configure(_ request: URLRequest) {
         let me = Unmanaged.passUnretained(self).toOpaque()
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, unixSocket?.curlURL ?? url.absoluteString)
+        // HTTP only, whatever the URL or a redirect names (the transport refuses other schemes before this; libcurl
+        // would otherwise read files, or speak gopher or dict to any host).
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = sk_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         // No TLS session is kept in the handle, for the origin or a proxy: each handshake is checked by the policy,
         // and a kept handle (``CurlHandlePool``) starts with nothing from its last transfer.
@@ -925,6 +930,8 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: mapped = .networkConnectionLost
         case CURLE_ABORTED_BY_CALLBACK where isTLS && !handshake.accepted: mapped = .serverCertificateUntrusted
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
+        case CURLE_URL_MALFORMAT: mapped = .badURL
+        case CURLE_SEND_FAIL_REWIND: mapped = .requestBodyStreamExhausted
         default: mapped = .unknown
         }
         return URLError(mapped, userInfo: userInfo)
