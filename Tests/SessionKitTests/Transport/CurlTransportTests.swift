@@ -112,6 +112,9 @@ final class CurlTransportTests: LoopbackTestCase {
             ("file:///etc/hostname", .unsupportedURL),
             ("http:///get", .badURL),
             ("http://127.0.0.1:99999/get", .badURL),
+            // A redirect's target is checked as the first request is (libcurl reads one to three slashes).
+            ("http://127.0.0.1:\(server.port)/redirect-to?url=http:///get", .badURL),
+            ("http://127.0.0.1:\(server.port)/redirect-to?url=https:/localhost/get", .badURL),
         ]
         for (string, code) in cases {
             let url = try XCTUnwrap(URL(string: string))
@@ -120,7 +123,8 @@ final class CurlTransportTests: LoopbackTestCase {
             }
             XCTAssertEqual((error as? URLError)?.code, code, "\(string): \(String(describing: error))")
         }
-        XCTAssertEqual(server.requestCount, 0, "nothing reached the server")
+        let reached = server.requests.map(\.path)
+        XCTAssertEqual(reached, ["/redirect-to", "/redirect-to"], "nothing else reached the server")
     }
 
     func testConfigurationHeadersCookiesAndUploadProgress() async throws {

@@ -288,6 +288,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     private func start(_ request: URLRequest, onDelegateQueue: Bool) {
         // `cache` is the delegate queue's, but for the first start (before any transfer or event exists).
         if onDelegateQueue { dispatchPrecondition(condition: .onQueue(environment.delegateQueue)) }
+        // Every request of the task, not only its first: a redirect's (`Location: http:///x`), an adapter's, the
+        // manager's redirect closure's.
+        if let refusal = CurlTaskTransport.refusal(for: request.url) { return fail(refusal) }
         let settings = environment.settings
         let plan = observed.write {
             $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())

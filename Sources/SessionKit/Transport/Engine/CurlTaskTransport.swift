@@ -26,7 +26,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     }
 
     func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
-        if let refusal = Self.refusal(for: request.url) { return refusal }
+        if let refusal = Self.refusal(for: request.url) { return refusal as NSError }
         if let refusal = UnixSocketURL.refusal(for: request.url) { return refusal }
         guard let problem = connection.problem else { return nil }
         return URLError(
@@ -37,10 +37,9 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     /// This transport speaks HTTP: a URL of another scheme is refused before anything is sent (`file`, `gopher`,
     /// `dict`… libcurl would run them), and so is an HTTP URL without a host (libcurl would take the path's first
     /// word as one).
-    static func refusal(for url: URL?) -> NSError? {
-        func refused(_ code: URLError.Code, _ reason: String) -> NSError {
+    static func refusal(for url: URL?) -> URLError? {
+        func refused(_ code: URLError.Code, _ reason: String) -> URLError {
             URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any])
-                as NSError
         }
         guard let url, let scheme = url.scheme?.lowercased() else {
             let given = url?.absoluteString ?? "none"

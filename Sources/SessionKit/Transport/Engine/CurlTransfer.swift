@@ -730,9 +730,21 @@ final class CurlTransfer: @unchecked Sendable {
             reusedConnection
         else { return false }
         bodyOffset = 0
-        _ = sk_curl_easy_setopt_long(easy, CURLOPT_FRESH_CONNECT, 1)
+        // libcurl marked the connection that refused the stream for closing (it allows no new request): the transfer
+        // goes on another one, which the others resent with it may share (no CURLOPT_FRESH_CONNECT, which would give
+        // each its own). Its clock starts again, so the total limit is what is left of it.
+        var elapsed = 0.0
+        _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &elapsed)
+        elapsedBeforeResend += elapsed
+        if let totalTimeout, totalTimeout > 0, totalTimeout < TimeInterval(Int.max / 1000) {
+            let left = max(0.001, totalTimeout - elapsedBeforeResend)
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, max(1, Int(left * 1000)))
+        }
         return true
     }
+
+    /// Seconds the transfer ran before libcurl's clock restarted (``resendsOnNewConnection(after:)``).
+    private var elapsedBeforeResend: TimeInterval = 0
 
     /// Whether the transfer's last request went on a connection it did not open.
     private var reusedConnection: Bool {
@@ -833,7 +845,7 @@ final class CurlTransfer: @unchecked Sendable {
             // libcurl's total limit is what was left of the resource timeout; its connect limit is the idle one.
             var elapsed = 0.0
             _ = sk_curl_easy_getinfo_double(easy, CURLINFO_TOTAL_TIME, &elapsed)
-            if let totalTimeout, totalTimeout > 0, elapsed + 0.01 >= totalTimeout {
+            if let totalTimeout, totalTimeout > 0, elapsedBeforeResend + elapsed + 0.01 >= totalTimeout {
                 return Self.timeout(
                     .resource, "The task ran out of its resource timeout (\(Int(totalTimeout * 1000)) ms were left).",
                     userInfo)
