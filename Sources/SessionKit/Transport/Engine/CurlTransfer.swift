@@ -587,10 +587,8 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.automaticResends += 1
         }
         guard transfer.isTLS else { return Int32(CURL_PREREQFUNC_OK) }
-        var newConnections = 0
-        _ = sk_curl_easy_getinfo_long(transfer.easy, CURLINFO_NUM_CONNECTS, &newConnections)
         // A reused connection was verified by this engine, whose connections all belong to one policy.
-        let verified = newConnections == 0 || transfer.handshake.accepted
+        let verified = transfer.reusedConnection || transfer.handshake.accepted
         return verified ? Int32(CURL_PREREQFUNC_OK) : Int32(CURL_PREREQFUNC_ABORT)
     }
 
@@ -797,13 +795,11 @@ final class CurlTransfer: @unchecked Sendable {
             _ = sk_curl_easy_getinfo_off_t(easy, info, &value)
             return Int64(value)
         }
-        var connects = 0
-        _ = sk_curl_easy_getinfo_long(easy, CURLINFO_NUM_CONNECTS, &connects)
         return TransferTimings(
             nameLookup: seconds(CURLINFO_NAMELOOKUP_TIME), connect: seconds(CURLINFO_CONNECT_TIME),
             tlsHandshake: seconds(CURLINFO_APPCONNECT_TIME), firstByte: seconds(CURLINFO_STARTTRANSFER_TIME),
             total: seconds(CURLINFO_TOTAL_TIME), bytesReceived: count(CURLINFO_SIZE_DOWNLOAD_T),
-            bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: connects > 0, protocolVersion: httpVersion)
+            bytesSent: count(CURLINFO_SIZE_UPLOAD_T), newConnection: !reusedConnection, protocolVersion: httpVersion)
     }
 
     /// The error of a request whose body stream failed, read in place or pumped: `.cannotDecodeRawData` with the
