@@ -6,8 +6,9 @@
 #   localhost-chain.pem    the leaf followed by the root
 #   expired / not-yet-valid leaves and the *-chain.pem files the live TLS tests serve (see the end)
 #   client-*               client identities for mutual TLS (see the end)
+#   weak-*                 leaves a careful client refuses though they chain to the root (see the end)
 # `make-test-certificates.sh served` makes only the served chains again, keeping the CAs and leaves above;
-# `make-test-certificates.sh clients` only the client identities.
+# `make-test-certificates.sh clients` only the client identities; `make-test-certificates.sh weak` only the weak leaves.
 set -euo pipefail
 out="$(cd "$(dirname "$0")/.." && pwd)/Sources/SessionKitTestSupport/Certificates"
 mkdir -p "$out"
@@ -66,7 +67,7 @@ rm -f ./*.srl
 echo "evaluation certificates written"
 fi
 
-if [ "${1:-all}" != clients ]; then
+if [ "${1:-all}" = all ] || [ "${1:-all}" = served ]; then
 # Leaves outside their validity period, for localhost/127.0.0.1 under the intermediate (`openssl ca` sets the dates).
 mkdir -p "$tmp/ca"
 dated_leaf() { # name, start, end (YYYYMMDDHHMMSSZ)
@@ -108,7 +109,7 @@ cp self-signed.pem self-signed-chain.pem
 echo "served chains written"
 fi
 
-if [ "${1:-all}" != served ]; then
+if [ "${1:-all}" = all ] || [ "${1:-all}" = clients ]; then
 # Client identities for mutual TLS (a server trusting root-ca.pem verifies them): alice under the root, as a PKCS#12
 # with a password (her key and certificate, and the root); bob under the intermediate, as a PEM chain (his
 # certificate, then the intermediate, which the server needs to reach the root) and a PEM key encrypted with a
@@ -130,4 +131,21 @@ cp "$tmp/alice.key" client-alice.key
 cat client-bob.pem intermediate-ca.pem > client-bob-chain.pem
 openssl pkcs8 -topk8 -v2 aes-256-cbc -in "$tmp/bob.key" -passout pass:bob-secret -out client-bob-encrypted.key
 echo "client identities written"
+fi
+
+if [ "${1:-all}" = all ] || [ "${1:-all}" = weak ]; then
+# Leaves for localhost/127.0.0.1 under the intermediate that OpenSSL's security level 2 refuses (a SHA-1 signature, an
+# RSA key of 1024 bits), and one that names its host in the CN only (no subjectAltName: RFC 6125 6.4.4).
+weak() { # name, key bits, digest, extensions
+  openssl req -newkey "rsa:$2" -nodes -sha256 -subj "/CN=localhost" -keyout "$tmp/$1.key" -out "$tmp/$1.csr"
+  printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n%s\n' \
+    "$4" > "$tmp/$1.ext"
+  openssl x509 -req -in "$tmp/$1.csr" -CA intermediate-ca.pem -CAkey intermediate-ca.key -CAcreateserial -days 3650 \
+    "-$3" -extfile "$tmp/$1.ext" -out "weak-$1.pem"
+}
+weak sha1 2048 sha1 "subjectAltName=DNS:localhost,IP:127.0.0.1"
+weak rsa1024 1024 sha256 "subjectAltName=DNS:localhost,IP:127.0.0.1"
+weak cn-only 2048 sha256 ""
+rm -f ./*.srl
+echo "weak leaves written"
 fi

@@ -5,7 +5,8 @@ import NIOHTTP1
 
 /// The loopback server's caching endpoints, for HTTP cache tests (each body carries a serial number, so that a test
 /// tells a stored body from a fresh one):
-/// - `/cache`: as httpbin, 304 to any `If-None-Match` or `If-Modified-Since`, else 200 with `Last-Modified` and `ETag`.
+/// - `/cache`: as httpbin, 304 (without validators) to any `If-None-Match` or `If-Modified-Since`, else 200 with
+///   `Last-Modified` and a new `ETag`.
 /// - `/cache/{n}`: `Cache-Control: public, max-age=n`.
 /// - `/etag/{etag}`: as httpbin, 304 when `If-None-Match` names the entity tag (or `*`), else 200 with `ETag`.
 /// - `/cacheable?Field=value…`: the query's pairs as response fields (`post_status=N`: the status of a request other than
@@ -31,8 +32,11 @@ extension HTTPBinHandler {
             headers.add(name: "Cache-Control", value: "public, max-age=\(Int(parts[1]) ?? 0)")
         case "cache":
             notModified = request.header("If-None-Match") != nil || request.header("If-Modified-Since") != nil
-            headers.add(name: "Last-Modified", value: "Sat, 01 Jan 2000 00:00:00 GMT")
-            headers.add(name: "ETag", value: "\"\(UUID().uuidString)\"")
+            // httpbin's 304 carries no validator (a new random ETag on it would name another representation).
+            if !notModified {
+                headers.add(name: "Last-Modified", value: "Sat, 01 Jan 2000 00:00:00 GMT")
+                headers.add(name: "ETag", value: "\"\(UUID().uuidString)\"")
+            }
         case "etag":
             let tag = "\"\(parts.count > 1 ? parts[1] : "")\""
             headers.add(name: "ETag", value: tag)

@@ -72,7 +72,10 @@ enum NetworkParserProperties {
         guard let parsed else { return }
         let printed = ParserProbes.imfFixdate(parsed)
         if ParserProbes.httpDate(printed, now: now) != parsed { fail("\(printed) does not read back", input) }
-        if text.utf8.count == 29, text.utf8.dropFirst(3).first == UInt8(ascii: ","), printed != text {
+        // Past its day name (which need not be the date's), an IMF-fixdate prints back as it came, but for case.
+        if text.utf8.count == 29, text.utf8.dropFirst(3).first == UInt8(ascii: ","),
+            printed.dropFirst(3).caseInsensitiveCompare(text.dropFirst(3)) != .orderedSame
+        {
             fail("an IMF-fixdate printed back as \(printed)", input)
         }
     }

@@ -18,16 +18,15 @@ extension URLSessionManager {
     /// ```
     /// - Throws: A `URLError` (`.badURL` without a scheme and authority), an adapter's or a retrier's error.
     public func data(for request: HTTPRequest) async throws -> (Data, HTTPResponse) {
-        try await buffered(try HTTPTypesBridge.urlRequest(from: request), bodyFile: nil)
+        try await buffered(try HTTPTypesBridge.urlRequest(from: request), upload: nil)
     }
 
     /// Sends `request` with `body` and returns the whole response body and the response.
     ///
     /// - Throws: As ``data(for:)``.
     public func upload(for request: HTTPRequest, from body: Data) async throws -> (Data, HTTPResponse) {
-        var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
-        urlRequest.httpBody = body
-        return try await buffered(urlRequest, bodyFile: nil)
+        // An upload task, as swift-http-types' `URLSession.upload(for:from:)` sends it (no default `Content-Type`).
+        try await buffered(try HTTPTypesBridge.urlRequest(from: request), upload: .data(body))
     }
 
     /// Sends `request` with the contents of the file at `fileURL` (read as it is sent, with its size as
@@ -35,7 +34,7 @@ extension URLSessionManager {
     ///
     /// - Throws: As ``data(for:)``; `URLError.fileDoesNotExist` when the file cannot be read.
     public func upload(for request: HTTPRequest, fromFile fileURL: URL) async throws -> (Data, HTTPResponse) {
-        try await buffered(try HTTPTypesBridge.urlRequest(from: request), bodyFile: fileURL)
+        try await buffered(try HTTPTypesBridge.urlRequest(from: request), upload: .file(fileURL))
     }
 
     /// Sends `request` with `body` and hands the response to `responseHandler` as soon as its head arrived, with its
@@ -112,16 +111,16 @@ extension URLSessionManager {
     /// first; the request is cancelled when the body is dropped unread.
     private func start(_ request: HTTPRequest, body: HTTPRequestBody?) async throws -> Exchange {
         var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
-        var bodyFile: URL?
+        var upload: UploadBody?
         var writer: Task<Void, Error>?
         var pipe: RequestBodyPipe?
         switch body?.source {
         case nil:
             break
         case .data(let data)?:
-            urlRequest.httpBody = data
+            upload = .data(data)
         case .file(let url)?:
-            bodyFile = url
+            upload = .file(url)
         case .stream(let length, let write)?:
             if let length { urlRequest.setValue(String(length), forHTTPHeaderField: "Content-Length") }
             if !taskTransports[transport].streamsRequestBodies {
@@ -133,7 +132,7 @@ extension URLSessionManager {
                         "The request body's trailers could not be sent: URLSession on Linux sends no request trailers "
                             + "(the curl transport sends them after a chunked HTTP/1.1 body).", url: urlRequest.url)
                 }
-                urlRequest.httpBody = collector.collected()
+                upload = .data(collector.collected())
             } else {
                 let streamed = RequestBodyPipe(length: length)
                 urlRequest.httpBodyStream = PipeInputStream(pipe: streamed)
@@ -156,7 +155,7 @@ extension URLSessionManager {
         let head: ReceivedResponse
         let body: StreamedBody
         do {
-            (head, body) = try await self.streamed(urlRequest, bodyFile: bodyFile, completed: end)
+            (head, body) = try await self.streamed(urlRequest, upload: upload, completed: end)
         } catch {
             pipe?.fail(error)
             writer?.cancel()
@@ -177,9 +176,9 @@ extension URLSessionManager {
     }
 
     /// Runs `request` through the pipeline with its body kept in memory (within the in-memory limit).
-    private func buffered(_ request: URLRequest, bodyFile: URL?) async throws -> (Data, HTTPResponse) {
+    private func buffered(_ request: URLRequest, upload: UploadBody?) async throws -> (Data, HTTPResponse) {
         let (outcome, _) = try await runPipeline(
-            request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), bodyFile: bodyFile,
+            request, interceptor: nil, responseSerializer: UnvalidatedResponseSerializer(), upload: upload,
             announcesTasks: false)
         guard let response = outcome.received else {
             throw URLError(.badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: request.url as Any])

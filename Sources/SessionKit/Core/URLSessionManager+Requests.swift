@@ -47,7 +47,7 @@ extension URLSessionManager {
         interceptor extra: (any RequestInterceptor)?,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink? = nil,
-        bodyFile: URL? = nil,
+        upload: UploadBody? = nil,
         announcesTasks: Bool = true,
         created: @escaping @Sendable (SessionRequest) -> Void = { _ in }
     ) async throws -> (TaskOutcome, SessionRequest) {
@@ -99,7 +99,7 @@ extension URLSessionManager {
                 if !retriesInTask { sessionRequest.adapted(adapted) }
                 let outcome = await attempt(
                     adapted, of: sessionRequest, monitor: monitor, current: current,
-                    responseSerializer: responseSerializer, streamSink: streamSink, bodyFile: bodyFile,
+                    responseSerializer: responseSerializer, streamSink: streamSink, upload: upload,
                     announces: announcesTasks, interceptor: retriesInTask ? interceptor : nil)
                 sessionRequest.attemptEnded(response: outcome.received)
                 guard let error = outcome.error else {
@@ -136,7 +136,7 @@ extension URLSessionManager {
         }
     }
 
-    /// One attempt: a data task for `request` (an upload task of `bodyFile`, read anew for each attempt), observed,
+    /// One attempt: a data task for `request` (an upload task of `upload`, a file read anew for each attempt), observed,
     /// resumed, awaited. With `interceptor`, the task adapts and retries itself: its outcome is the request's.
     private func attempt(
         _ request: URLRequest,
@@ -145,13 +145,13 @@ extension URLSessionManager {
         current: Protected<URLSessionTask?>,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink?,
-        bodyFile: URL?,
+        upload: UploadBody?,
         announces: Bool,
         interceptor: (any RequestInterceptor)?
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
             let task = makeTask(
-                bodyFile.map { .uploadFile(request, $0) } ?? .data(request), responseSerializer: responseSerializer,
+                .sending(request, upload: upload), responseSerializer: responseSerializer,
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
                 interceptor: interceptor,

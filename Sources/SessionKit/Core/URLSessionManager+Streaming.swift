@@ -39,11 +39,11 @@ extension URLSessionManager {
         return StreamedResponse(response: response, body: body)
     }
 
-    /// ``bytes(for:interceptor:)``, with a body read from `bodyFile` when there is one, and the head as received
+    /// ``bytes(for:interceptor:)``, sent as an upload of `upload` when there is one, and the head as received
     /// (its `HTTPURLResponse` built only if the caller asks); `completed` runs once the request completed (its last
     /// attempt ended, the body may still wait to be read), failed or was cancelled.
     func streamed(
-        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, bodyFile: URL? = nil,
+        _ request: URLRequest, interceptor: (any RequestInterceptor)? = nil, upload: UploadBody? = nil,
         completed: @escaping @Sendable () -> Void = {}
     ) async throws -> (ReceivedResponse, StreamedBody) {
         let sink = DataStreamSink()
@@ -52,7 +52,7 @@ extension URLSessionManager {
             do {
                 return try await runPipeline(
                     request, interceptor: interceptor,
-                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink, bodyFile: bodyFile,
+                    responseSerializer: UnvalidatedResponseSerializer(), streamSink: sink, upload: upload,
                     announcesTasks: false)
             } catch {
                 sink.finish(error)  // an adapter's refusal ends the request before any task could

@@ -62,22 +62,21 @@ enum ChainVerifier {
         guard X509_STORE_CTX_init(context, store, leaf, untrusted) == 1 else { return failure }
         X509_STORE_CTX_set_purpose(context, X509_PURPOSE_SSL_SERVER)
         // On the context, not the store: the system store is shared by every verification.
-        if !checksTime, let parameters = X509_STORE_CTX_get0_param(context) {
-            X509_VERIFY_PARAM_set_flags(parameters, UInt(X509_V_FLAG_NO_CHECK_TIME))
+        if let parameters = X509_STORE_CTX_get0_param(context) {
+            // No SHA-1 or MD5 signature, no RSA key under 2048 bits, as OpenSSL's TLS handshake refuses them.
+            X509_VERIFY_PARAM_set_auth_level(parameters, Self.authenticationLevel)
+            if !checksTime { X509_VERIFY_PARAM_set_flags(parameters, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
         }
         // A set time takes precedence over X509_V_FLAG_NO_CHECK_TIME in OpenSSL: set it only when dates count.
         if checksTime { X509_STORE_CTX_set_time(context, 0, time_t(date.timeIntervalSince1970)) }
         if let domain, let parameters = X509_STORE_CTX_get0_param(context) {
-            let bare = domain.hasPrefix("[") && domain.hasSuffix("]") ? String(domain.dropFirst().dropLast()) : domain
-            let isIP = bare.withCString { text in
-                var buffer = [UInt8](repeating: 0, count: 16)
-                return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
-            }
+            let (name, isIP) = Self.matchedName(domain)
             let accepted =
                 isIP
-                ? X509_VERIFY_PARAM_set1_ip_asc(parameters, bare)
-                : X509_VERIFY_PARAM_set1_host(parameters, bare, 0)
+                ? X509_VERIFY_PARAM_set1_ip_asc(parameters, name)
+                : X509_VERIFY_PARAM_set1_host(parameters, name, 0)
             guard accepted == 1 else { return failure }
+            if !isIP { X509_VERIFY_PARAM_set_hostflags(parameters, UInt32(X509_CHECK_FLAG_NEVER_CHECK_SUBJECT)) }
         }
         let verified = X509_verify_cert(context) == 1
         let code = X509_STORE_CTX_get_error(context)
@@ -93,6 +92,45 @@ enum ChainVerifier {
         ERR_clear_error()
         return Outcome(isTrusted: verified, code: verified ? 0 : code, builtChain: built)
     }
+
+    /// Whether the leaf of `chain` (DER, leaf first) is valid for `domain` (a host name or an IP address), by name
+    /// alone: its chain, dates and keys are not looked at. An `Outcome` with OpenSSL's host (62) or IP (64) mismatch
+    /// code when it is not.
+    static func leaf(of chain: [Data], matches domain: String) -> Outcome {
+        guard let der = chain.first, let leaf = parse(der) else {
+            return Outcome(isTrusted: false, code: Int32(X509_V_ERR_UNSPECIFIED))
+        }
+        defer { X509_free(leaf) }
+        let (name, isIP) = matchedName(domain)
+        let matched =
+            isIP
+            ? X509_check_ip_asc(leaf, name, 0) == 1
+            : X509_check_host(leaf, name, name.utf8.count, UInt32(X509_CHECK_FLAG_NEVER_CHECK_SUBJECT), nil) == 1
+        ERR_clear_error()
+        if matched { return Outcome(isTrusted: true, code: 0) }
+        return Outcome(
+            isTrusted: false, code: Int32(isIP ? X509_V_ERR_IP_ADDRESS_MISMATCH : X509_V_ERR_HOSTNAME_MISMATCH))
+    }
+
+    /// `domain` as a certificate names it: an IPv6 address without its brackets, a host name without the trailing
+    /// dot of an absolute name (`localhost.` is `localhost`); and whether it is an IP address.
+    private static func matchedName(_ domain: String) -> (name: String, isIP: Bool) {
+        var name = domain.hasPrefix("[") && domain.hasSuffix("]") ? String(domain.dropFirst().dropLast()) : domain
+        let isIP = name.withCString { text in
+            var buffer = [UInt8](repeating: 0, count: 16)
+            return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
+        }
+        if !isIP, name.count > 1, name.hasSuffix(".") { name.removeLast() }
+        return (name, isIP)
+    }
+
+    /// The security level chains are verified at: the system's TLS default (Debian's `openssl.cnf` sets 2), never
+    /// below 2 (112 bits: no SHA-1 or MD5 signature, RSA and DH keys of 2048 bits at least, EC keys of 224).
+    private static let authenticationLevel: Int32 = {
+        guard let context = SSL_CTX_new(TLS_method()) else { return 2 }
+        defer { SSL_CTX_free(context) }
+        return max(2, SSL_CTX_get_security_level(context))
+    }()
 
     /// The system's trust store (OpenSSL's default paths: Debian's bundle of about 140 certificates), loaded once.
     /// Loading it cost more than the rest of a TLS handshake, and it was loaded for every handshake; OpenSSL locks a

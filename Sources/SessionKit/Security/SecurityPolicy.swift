@@ -293,7 +293,15 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
                 guard let pin = Self.publicKeyPin(of: der) else { return false }
                 return keyPins.contains(pin)
             }
-            return pinned ? nil : noPin
+            guard pinned else { return noPin }
+            // With invalid certificates allowed the chain was not checked, so nor was the name: a key pinned on an
+            // intermediate would pass any certificate it issued, for any host (AFNetworking's public-key mode does
+            // so; `validatesDomainName` says otherwise).
+            if settings.allowInvalidCertificates, let checkedDomain {
+                let named = ChainVerifier.leaf(of: chain, matches: checkedDomain)
+                if !named.isTrusted { return Refusal(named, domain: checkedDomain) }
+            }
+            return nil
         }
     }
 

@@ -25,7 +25,23 @@ enum TaskSource {
         }
     }
 
-    /// Whether the task is a download.
+    /// An upload of `upload` with `request`, or a data task of `request` when there is nothing to upload.
+    static func sending(_ request: URLRequest, upload: UploadBody?) -> TaskSource {
+        switch upload {
+        case nil: return .data(request)
+        case .data(let data)?: return .uploadData(request, data)
+        case .file(let url)?: return .uploadFile(request, url)
+        }
+    }
+
+    /// Whether the task is an upload task.
+    var isUpload: Bool {
+        switch self {
+        case .uploadData, .uploadFile, .uploadStream: return true
+        default: return false
+        }
+    }
+
     /// The same source sending `request` instead (a refused source stays as it is).
     func replacingRequest(with request: URLRequest) -> TaskSource {
         switch self {
@@ -38,10 +54,18 @@ enum TaskSource {
         }
     }
 
+    /// Whether the task is a download.
     var isDownload: Bool {
         switch self {
         case .download, .refused(_, download: true): return true
         default: return false
         }
     }
+}
+
+/// The body of a request that the pipeline sends as an upload task (the HTTP core API's bodies): bytes, or a file read
+/// anew for each attempt.
+enum UploadBody: Sendable {
+    case data(Data)
+    case file(URL)
 }

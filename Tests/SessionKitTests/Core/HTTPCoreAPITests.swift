@@ -80,6 +80,19 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         defer { try? FileManager.default.removeItem(at: file) }
         let (fileData, _) = try await manager.upload(for: request(.put, "/put", fields: text), fromFile: file)
         XCTAssertEqual(try json(fileData)["data"] as? String, "from a file")
+        // Without a Content-Type, a POST goes with none (as swift-http-types' URLSession.upload(for:from:) sends it),
+        // not libcurl's or FoundationNetworking's default form type; so does perform's body.
+        let (_, plain) = try await manager.upload(for: request(.post, "/post"), from: Data("raw".utf8))
+        XCTAssertEqual(plain.status, .ok)
+        XCTAssertEqual(server.requests.last?.bodyLength, 3)
+        XCTAssertNil(server.requests.last?.header("Content-Type"), "upload(for:from:)")
+        let raw = HTTPRequestBody.data(Data("raw".utf8))
+        let status = try await manager.perform(request(.post, "/post"), body: raw) { response, body in
+            for try await _ in body {}
+            return response.status
+        }
+        XCTAssertEqual(status, .ok)
+        XCTAssertNil(server.requests.last?.header("Content-Type"), "perform(_:body: .data)")
     }
 
     func testARequestWithoutAnAuthorityFailsWithBadURL() async throws {

@@ -396,6 +396,12 @@ extension URLSessionManagerTests {
             XCTAssertNil(uploaded)
             XCTAssertEqual(server.requests.last?.bodyLength, 3)
             XCTAssertNil(server.requests.last?.header("Content-Type"), "\(method) upload of a file")
+            let uploadedData: Error? = try await awaitCallback { done in
+                manager.uploadTask(with: request, from: Data("abc".utf8)) { _, _, error in done(error) }.resume()
+            }
+            XCTAssertNil(uploadedData)
+            XCTAssertEqual(server.requests.last?.bodyLength, 3)
+            XCTAssertNil(server.requests.last?.header("Content-Type"), "\(method) upload of data")
         }
     }
 }

@@ -130,6 +130,33 @@ final class SecurityPolicyTests: XCTestCase {
         XCTAssertTrue(byCertificate.evaluate(trust(chain), forDomain: "localhost"))
     }
 
+    /// Found by a badssl-style probe: chains OpenSSL's TLS handshake refuses at security level 2, and a certificate
+    /// that names its host only in the CN, were trusted by the policy's own verification; a key pin with invalid
+    /// certificates allowed skipped the name.
+    func testWeakAndCNOnlyLeavesAreRefusedAndKeyPinsCheckTheName() throws {
+        let policy = SecurityPolicy(trustingRootCertificates: [root])
+        XCTAssertTrue(policy.evaluate(ServerTrust(certificateChain: chain), forDomain: "localhost"), "the control")
+        XCTAssertTrue(
+            policy.evaluate(ServerTrust(certificateChain: chain), forDomain: "localhost."),
+            "an absolute name is the same host")
+        for weak in ["weak-sha1", "weak-rsa1024", "weak-cn-only"] {
+            let weakChain = [try der(weak), intermediate]
+            XCTAssertFalse(policy.evaluate(ServerTrust(certificateChain: weakChain), forDomain: "localhost"), weak)
+            XCTAssertFalse(policy.evaluate(ServerTrust(certificateChain: weakChain), forDomain: "127.0.0.1"), weak)
+        }
+        // A key pinned on the intermediate, invalid certificates allowed: a certificate it issued for another host is
+        // not valid for this one while validatesDomainName holds.
+        let intermediatePin = try Certificate(der: intermediate).publicKeyPin
+        let pinned = SecurityPolicy(pinnedPublicKeyHashes: [intermediatePin])
+        pinned.allowInvalidCertificates = true
+        XCTAssertTrue(pinned.evaluate(trust(chain), forDomain: "localhost"))
+        XCTAssertTrue(pinned.evaluate(trust(chain), forDomain: "127.0.0.1"))
+        XCTAssertFalse(pinned.evaluate(trust([wrongHost, intermediate]), forDomain: "localhost"))
+        XCTAssertFalse(pinned.evaluate(trust([wrongHost, intermediate]), forDomain: "127.0.0.1"))
+        pinned.validatesDomainName = false
+        XCTAssertTrue(pinned.evaluate(trust([wrongHost, intermediate]), forDomain: "localhost"), "names not checked")
+    }
+
     func testPEMPinsAreConvertedAndGarbageDropped() throws {
         let pem = try Data(contentsOf: TestCertificates.directory.appendingPathComponent("intermediate-localhost.pem"))
         let policy = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [pem, Data("junk".utf8)])
@@ -166,8 +193,9 @@ final class SecurityPolicyTests: XCTestCase {
                             } else if !allowInvalid && !trusted {
                                 expected = false
                             } else {
-                                // Against the pins as anchors the domain rule still applies in certificate mode.
-                                expected = hasPins && pinInChain && (mode == .publicKey || trusted)
+                                // The domain rule applies in both modes, invalid certificates allowed or not (in
+                                // public-key mode AFNetworking skips it; SessionKit does not).
+                                expected = hasPins && pinInChain && trusted
                             }
                             let actual = policy.evaluate(trust(chain), forDomain: domain)
                             XCTAssertEqual(

@@ -98,14 +98,15 @@ final class CacheRulesTests: XCTestCase {
             HTTPDate.parse("Sat, 01 Jan 2050 00:00:00 GMT"))
     }
 
-    /// RFC 9110 5.6.7: the three forms, exactly; RFC 9111 5.3: anything else in `Expires` means already expired.
+    /// RFC 9110 5.6.7: the three forms (in any case, RFC 9111 4.2); RFC 9111 5.3: anything else in `Expires` means
+    /// already expired.
     func testOnlyTheRFC9110DateFormsAreDatesAndAnInvalidExpiresIsExpired() {
         let notDates = [
             "Sun, 06 Nov 1994 08:49:37 UTC", "Sun, 06 Nov 1994 08:49:37 +0000", "Sun, 06 Nov 1994 08:49:37 PST",
             "Sun, 06 Nov 1994 08:49:37", "Sun 06 Nov 1994 08:49:37 GMT", "Sun,  06 Nov 1994 08:49:37 GMT",
             "Sun, 06  Nov 1994 08:49:37 GMT", "Sun, 06-Nov-1994 08:49:37 GMT", "Sun, 06 Nov 1994 8:49:37 GMT",
-            "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Mon, 06 Nov 1994 08:49:37 GMT",
-            "sun, 06 nov 1994 08:49:37 gmt", "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sun, 6 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 94 08:49:37 GMT", "Sum, 06 Nov 1994 08:49:37 GMT",
+            "Sundae, 06-Nov-94 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 GMT ", " Sun, 06 Nov 1994 08:49:37 GMT",
             "Sunday, 06 Nov 1994 08:49:37 GMT", "Sun, 06-Nov-94 08:49:37 GMT", "Sunday, 06-Nov-1994 08:49:37 GMT",
             "Sunday, 06-Nov-94 08:49:37 UTC", "Sun Nov 6 08:49:37 1994", "Sun Nov  6 08:49:37 1994 GMT",
             "Sat, 31 Nov 1994 08:49:37 GMT", "Tue, 29 Feb 2023 00:00:00 GMT",
@@ -120,6 +121,15 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertEqual(
             HTTPDate.parse("Sun Nov 06 08:49:37 1994"), Date(timeIntervalSince1970: 784_111_777),
             "asctime's day is 2DIGIT or SP DIGIT")
+        // RFC 9111 4.2: a cache matches dates without regard to case; a day name that is not the date's is the
+        // sender's slip (browsers read such dates too, http-tests/cache-tests `freshness-expires-*`).
+        for text in [
+            "sun, 06 nov 1994 08:49:37 gmt", "SUN, 06 NOV 1994 08:49:37 GMT", "Sun, 06 Nov 1994 08:49:37 gMT",
+            "SUNDAY, 06-nov-94 08:49:37 Gmt", "sun NOV  6 08:49:37 1994", "Mon, 06 Nov 1994 08:49:37 GMT",
+            "Thursday, 06-Nov-94 08:49:37 GMT", "Wed Nov  6 08:49:37 1994",
+        ] {
+            XCTAssertEqual(HTTPDate.parse(text), Date(timeIntervalSince1970: 784_111_777), text.debugDescription)
+        }
         let fresh = entry(["Date": "Sun, 06 Nov 1994 08:49:37 GMT", "Expires": "Sun, 06 Nov 1994 08:59:37 GMT"])
         XCTAssertEqual(fresh.freshnessLifetime, 600)
     }

@@ -583,6 +583,49 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(answer.response.statusCode, 200, "a 304 only for a conditional request of the caller's own")
     }
 
+    func testA304ForAnotherRepresentationUpdatesNothingAndFailsTheRequest() async throws {
+        // RFC 9111 4.3.4: a 304 whose validator matches no stored response MUST NOT update one (found by
+        // http-tests/cache-tests' engine against SessionKit; the suite cannot see it).
+        for (stored, answered, matches) in [
+            ("ETag: \"a\"", "ETag: \"b\"", false), ("ETag: \"a\"", "ETag: W/\"a\"", true),
+            ("Last-Modified: Sun, 06 Nov 1994 08:49:37 GMT", "Last-Modified: Mon, 07 Nov 1994 08:49:37 GMT", false),
+            ("ETag: \"a\"", "X-No-Validator: 1", true),
+        ] {
+            let origin = try await RawFaultServer.start { request in
+                switch request.index {
+                case 0:
+                    return .respond(
+                        RawFaultServer.response(body: "first", headers: [stored, "Cache-Control: max-age=0"]))
+                case 1: return .respond(RawFaultServer.response(status: 304, body: "", headers: [answered, "X-V: 2"]))
+                default: return .respond(RawFaultServer.response(body: "second", headers: ["Cache-Control: no-store"]))
+                }
+            }
+            defer { Task { try? await origin.shutdown() } }
+            let (manager, _) = cachingManager()
+            manager.responseSerializer = HTTPResponseSerializer()
+            _ = try await get(manager, origin.url("/resource"))
+            let revalidated = try await attempt(manager, origin.url("/resource"))
+            XCTAssertEqual(origin.requests.count, 2)
+            let conditional = String(decoding: origin.requests[1].bytes, as: UTF8.self)
+            XCTAssertTrue(conditional.contains("If-None-Match") || conditional.contains("If-Modified-Since"))
+            if matches {
+                let answer = try revalidated.get()
+                XCTAssertEqual(answer.response.statusCode, 200, answered)
+                XCTAssertEqual(answer.response.value(forHTTPHeaderField: "X-V"), "2", "the stored response, updated")
+                continue
+            }
+            guard case .failure(let error) = revalidated else { return XCTFail("\(answered): served \(revalidated)") }
+            XCTAssertEqual((error as? URLError)?.code, .badServerResponse, "\(error)")
+            XCTAssertTrue((error as NSError).localizedDescription.contains("another representation"), "\(error)")
+            // The stored response was dropped, not updated: the next request goes whole, unconditional.
+            let again = try await get(manager, origin.url("/resource"))
+            XCTAssertEqual(again.response.statusCode, 200)
+            XCTAssertEqual(origin.requests.count, 3)
+            let third = String(decoding: origin.requests[2].bytes, as: UTF8.self)
+            XCTAssertFalse(third.contains("If-None-Match") || third.contains("If-Modified-Since"), third)
+        }
+    }
+
     func testServedFromTheCacheCarriesAnAgeField() async throws {
         let (manager, _) = cachingManager()
         _ = try await get(manager, server.url("/cache/60"))
@@ -596,13 +639,16 @@ final class HTTPCachingTests: LoopbackTestCase {
         let (manager, _) = cachingManager()
         let path = query([
             ("Cache-Control", "max-age=60"), ("X-Hop", "1"), ("Connection", "X-Hop"), ("Keep-Alive", "timeout=5"),
-            ("X-End-To-End", "2"),
+            ("X-End-To-End", "2"), ("Proxy-Authentication-Info", "nextnonce=\"abc\""),
         ])
         _ = try await get(manager, server.url(path))
         let stored = try await get(manager, server.url(path))
         XCTAssertEqual(received(path).count, 1)
         XCTAssertNil(stored.response.value(forHTTPHeaderField: "X-Hop"))
         XCTAssertNil(stored.response.value(forHTTPHeaderField: "Keep-Alive"))
+        XCTAssertNil(
+            stored.response.value(forHTTPHeaderField: "Proxy-Authentication-Info"),
+            "the client's proxy's (RFC 9111 3.1)")
         XCTAssertEqual(stored.response.value(forHTTPHeaderField: "X-End-To-End"), "2")
     }
 

@@ -83,10 +83,9 @@ final class LiveTLSTests: XCTestCase {
                                 expected = allowInvalid
                             } else if !allowInvalid {
                                 expected = false  // untrusted by the system store
-                            } else if mode == .certificate {
-                                expected = pinInChain && (!validatesDomain || target.domainMatches)
                             } else {
-                                expected = pinInChain
+                                // The name counts in both pinning modes (AFNetworking's public-key mode skips it).
+                                expected = pinInChain && (!validatesDomain || target.domainMatches)
                             }
                             let label =
                                 "mode \(mode) allowInvalid \(allowInvalid) validatesDomain \(validatesDomain) "

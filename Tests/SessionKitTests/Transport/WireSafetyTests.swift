@@ -88,6 +88,41 @@ final class WireSafetyTests: RawServerTestCase {
         XCTAssertEqual(server.requests.filter { $0.target == "/cut" }.count, 1, "not sent again after a response byte")
     }
 
+    func testAnUploadsFileIsReadAgainWhenAnIdempotentRequestGoesAgainOnAFreshConnection() async throws {
+        // The second request on each connection is read, then the connection is reset without an answer.
+        let server = try await start { $0.indexOnConnection == 1 ? .reset : .respond(RawFaultServer.response()) }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("wire-safety-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let body = Data((0..<300_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try body.write(to: file)
+        for method in ["PUT", "POST"] {
+            let manager = manager()
+            let (first, _) = try await run(manager, URLRequest(url: server.url("/warm-\(method)")))
+            XCTAssertEqual(first?.statusCode, 200)
+            var request = URLRequest(url: server.url("/file-\(method)"))
+            request.httpMethod = method
+            let completions = CallCounter()
+            let (response, error): (URLResponse?, Error?) = try await awaitCallback(timeout: 30) { done in
+                manager.uploadTask(with: request, fromFile: file) { response, _, error in
+                    completions.increment()
+                    done((response, error))
+                }.resume()
+            }
+            XCTAssertEqual(completions.count, 1)
+            let sent = server.requests.filter { $0.target == "/file-\(method)" }
+            if method == "PUT" {
+                // Sent again on a new connection, the file read from its start (it used to fail: no rewind).
+                XCTAssertNil(error, "\(String(describing: error))")
+                XCTAssertEqual((response as? HTTPURLResponse)?.statusCode, 200)
+                XCTAssertEqual(sent.count, 2)
+                XCTAssertEqual(sent.last?.body, body, "the whole file again")
+            } else {
+                XCTAssertEqual(code(error), URLError.networkConnectionLost.rawValue, "\(String(describing: error))")
+                XCTAssertEqual(sent.count, 1, "a POST is not sent again")
+            }
+        }
+    }
+
     func testADigestProtectedPostIsSentOnceWhenItsConnectionDiesAfterTheChallenge() async throws {
         // Every request without a Digest answer gets the challenge; the answered POST is read, then the connection is
         // reset before any response byte.
@@ -401,6 +436,10 @@ final class WireSafetyTests: RawServerTestCase {
         manager.securityPolicy.allowInvalidCertificates = true
         let (_, error) = try await run(manager, URLRequest(url: old.url("/get")))
         XCTAssertEqual(code(error), URLError.secureConnectionFailed.rawValue, "\(String(describing: error))")
+        // OpenSSL's reason, not libcurl's bare "SSL connect error" (a badssl-style probe found nothing else said).
+        let description = (error as NSError?)?.localizedDescription ?? ""
+        XCTAssertTrue(description.hasPrefix("The TLS handshake failed: "), description)
+        XCTAssertFalse(description.hasSuffix("SSL connect error."), description)
         XCTAssertTrue(old.requests.isEmpty)
 
         let current = try await LoopbackServer.start(tls: TestCertificates.localhost)

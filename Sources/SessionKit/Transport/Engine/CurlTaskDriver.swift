@@ -91,6 +91,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     private let observed: Protected<Observed>
     /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
     private var cache: CacheExchange?
+    /// The cache's refusal of the running transfer's response (a 304 for another representation), delivered as the
+    /// task's error when that transfer ends (delegate queue).
+    private var cacheFailure: URLError?
     /// The cache's background revalidation of a response served stale, while it runs.
     private var backgroundRevalidation: CacheExchange?
     /// The task's client identity, fixed from its first transfer on.
@@ -98,13 +101,17 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The file an upload task sends: opened anew for every transfer (a 307 or 308 redirect, a challenge's next
     /// round, a retry), since a stream read by one transfer has nothing left for the next.
     private let bodyFile: URL?
+    /// Whether the task is an upload task: a POST's body then gets no default `Content-Type`, as URLSession's upload
+    /// tasks send it (a data task's `httpBody` gets `application/x-www-form-urlencoded`).
+    private let isUpload: Bool
 
     init(
-        taskIdentifier: Int, request: URLRequest, bodyFile: URL? = nil, expectedToSend: Int64,
-        environment: Environment
+        taskIdentifier: Int, request: URLRequest, bodyFile: URL? = nil, isUpload: Bool = false,
+        expectedToSend: Int64, environment: Environment
     ) {
         self.taskIdentifier = taskIdentifier
         self.bodyFile = bodyFile
+        self.isUpload = isUpload
         self.originalRequest = request
         self.environment = environment
         self.clientIdentity = TaskClientIdentity(environment.clientIdentity)
@@ -387,7 +394,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         guard
             let transfer = makeTransfer(
                 request, credentials: credentials, remaining: remaining, flowControl: flowControl,
-                pumpsBodyStream: pumped != nil, events: events),
+                pumpsBodyStream: pumped != nil, bodyFile: readsFileInPlace ? bodyFile : nil, events: events),
             attach(transfer)
         else {
             return fail(Self.error(.unknown, "libcurl could not be set up for this request.", url: request.url))
@@ -397,7 +404,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// A transfer of `request` with the task's settings.
     private func makeTransfer(
         _ request: URLRequest, credentials: [CurlTransfer.Credential], remaining: TimeInterval?,
-        flowControl: FlowControl? = nil, pumpsBodyStream: Bool = false, events: CurlTransfer.Events
+        flowControl: FlowControl? = nil, pumpsBodyStream: Bool = false, bodyFile: URL? = nil,
+        events: CurlTransfer.Events
     ) -> CurlTransfer? {
         CurlTransfer(
             request: request, policy: environment.policy, tlsVersions: environment.tlsVersions,
@@ -408,7 +416,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             connectionObserver: environment.connectionEvents.flatMap {
                 CurlConnectionObserver(events: $0, url: request.url)
             },
-            pumpsBodyStream: pumpsBodyStream)
+            pumpsBodyStream: pumpsBodyStream, bodyFile: bodyFile, formTypeByDefault: !isUpload)
     }
 
     /// Sends `request` in the background to revalidate `entry`, just served stale (`stale-while-revalidate`, RFC
@@ -538,7 +546,10 @@ final class CurlTaskDriver: @unchecked Sendable {
             // A redirect is decided when its transfer ends (its body is dropped), a challenge answered then.
             guard observed.write({ $0.machine.headArrived(response) }) == .deliver else { return }
             if cache?.wantsResponse(withFields: head.lines) == true, let http = response.httpResponse {
-                deliverHead(ReceivedResponse(cacheReceived(http, of: task)), of: task)
+                switch cacheReceived(http, of: task) {
+                case .success(let delivered): deliverHead(ReceivedResponse(delivered), of: task)
+                case .failure(let error): cacheFailure = error  // a 304 has no body: its transfer ends at once
+                }
             } else {
                 deliverHead(response, of: task)
             }
@@ -570,6 +581,12 @@ final class CurlTaskDriver: @unchecked Sendable {
         case .pinningReport(let report):
             sink.task(task, in: session, didFailPinning: report)
         case .end(let error):
+            if let failure = cacheFailure {
+                cacheFailure = nil
+                _ = observed.write { $0.machine.transferEnded(failed: true) }
+                _ = cache?.ended(response: nil, failed: true)
+                return finish(failure)
+            }
             switch observed.write({ $0.machine.transferEnded(failed: error != nil) }) {
             case .none:
                 break
@@ -602,9 +619,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - HTTP cache (delegate queue)
 
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
-    private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
+    private func cacheReceived(
+        _ response: HTTPURLResponse, of task: URLSessionTask
+    ) -> Result<HTTPURLResponse, URLError> {
         let request = observed.read { $0.currentRequest }
-        let delivered = cache?.received(response, for: request) ?? response
+        let delivered = cache?.received(response, for: request) ?? .success(response)
         if let proposal = cache?.takeProposal() { approveAndStore(proposal, of: task) }
         return delivered
     }

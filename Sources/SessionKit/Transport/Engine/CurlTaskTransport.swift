@@ -130,7 +130,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             return identifier
         }
         let driver = CurlTaskDriver(
-            taskIdentifier: identifier, request: request, bodyFile: bodyFile, expectedToSend: uploadLength ?? 0,
+            taskIdentifier: identifier, request: request, bodyFile: bodyFile, isUpload: source.isUpload,
+            expectedToSend: uploadLength ?? 0,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,

@@ -70,6 +70,12 @@ final class CurlTransfer: @unchecked Sendable {
     private var headTimedOut = false
     private var uploadLength: Int64 = -1
     private var bodyStream: InputStream?
+    /// The file ``bodyStream`` reads, when the transfer opened it itself: libcurl may rewind it (the seek callback
+    /// opens it again), as it does a `Data` body, to send it again on a fresh connection.
+    private let bodyFile: URL?
+    /// Whether a POST's `httpBody` without a `Content-Type` goes as `application/x-www-form-urlencoded` (a data
+    /// task's, as URLSession sends it); false for an upload task's.
+    private let formTypeByDefault: Bool
     /// A body written while it is sent (the HTTP core API's streamed body), read without blocking.
     private var bodyPipe: RequestBodyPipe?
     /// The response's trailer lines (after its body), bounded like its head.
@@ -168,7 +174,7 @@ final class CurlTransfer: @unchecked Sendable {
         proxy: String? = nil, credentials: [Credential] = [], decodingLimits: DecodingLimits = DecodingLimits(),
         flowControl: FlowControl? = nil, connection: ConnectionOptions = ConnectionOptions(),
         identity: ClientIdentity? = nil, events: Events, connectionObserver: CurlConnectionObserver? = nil,
-        pumpsBodyStream: Bool = false
+        pumpsBodyStream: Bool = false, bodyFile: URL? = nil, formTypeByDefault: Bool = true
     ) {
         guard let url = request.url, let easy = CurlHandlePool.take() else { return nil }
         let unixSocket =
@@ -191,6 +197,8 @@ final class CurlTransfer: @unchecked Sendable {
         self.decodingLimits = decodingLimits
         self.connectionObserver = connectionObserver
         self.pumpsBodyStream = pumpsBodyStream
+        self.bodyFile = bodyFile
+        self.formTypeByDefault = formTypeByDefault
         connectionObserver?.attach(to: easy)
         errorBuffer.initialize(repeating: 0, count: 256)
         handshake.onPinningReport = { [unowned self] report in
@@ -269,6 +277,10 @@ final class CurlTransfer: @unchecked Sendable {
             if let length { _ = sk_curl_easy_setopt_off_t(easy, CURLOPT_POSTFIELDSIZE_LARGE, curl_off_t(length)) }
             _ = sk_curl_easy_setopt_data_callback(easy, CURLOPT_READFUNCTION, Self.readCallback)
             _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_READDATA, Unmanaged.passUnretained(self).toOpaque())
+            if bodyFile != nil {
+                _ = sk_curl_easy_setopt_seek_callback(easy, Self.seekCallback)
+                _ = sk_curl_easy_setopt_pointer(easy, CURLOPT_SEEKDATA, Unmanaged.passUnretained(self).toOpaque())
+            }
         }
         if let body = httpBody {
             uploadLength = Int64(body.count)
@@ -304,8 +316,11 @@ final class CurlTransfer: @unchecked Sendable {
             list = curl_slist_append(list, "\(field):")
         }
         // libcurl gives every body without a Content-Type `application/x-www-form-urlencoded`; URLSession does so for a
-        // POST's `httpBody` only (not for another method, an upload's file or a stream), and so does this transport.
-        if sendsBody, !(method == "POST" && httpBody != nil), request.value(forHTTPHeaderField: "Content-Type") == nil {
+        // data task's POST `httpBody` only (not for another method, an upload task's data or file, or a stream), and so
+        // does this transport.
+        if sendsBody, !(method == "POST" && httpBody != nil && formTypeByDefault),
+            request.value(forHTTPHeaderField: "Content-Type") == nil
+        {
             list = curl_slist_append(list, "Content-Type:")
         }
         headerList = list
@@ -520,15 +535,43 @@ final class CurlTransfer: @unchecked Sendable {
         return read
     }
 
-    /// libcurl rewinds a `Data` body to send it again (on a fresh connection after a reused one died).
+    /// libcurl rewinds a `Data` body or an upload's file to send it again (on a fresh connection after a reused one
+    /// died before any response byte; the prerequest check lets only an idempotent request go again).
     private static let seekCallback: sk_curl_seek_callback = { userdata, offset, origin in
         guard let userdata else { return 1 }  // CURL_SEEKFUNC_FAIL
         let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
         EngineThread.check("A libcurl callback of a transfer")
-        // 2 is CURL_SEEKFUNC_CANTSEEK.
-        guard let data = transfer.bodyData, origin == SEEK_SET, offset >= 0, offset <= data.count else { return 2 }
-        transfer.bodyOffset = Int(offset)
+        // 2 is CURL_SEEKFUNC_CANTSEEK: libcurl then fails the transfer (`requestBodyStreamExhausted`).
+        guard origin == SEEK_SET, offset >= 0 else { return 2 }
+        if let data = transfer.bodyData {
+            guard offset <= data.count else { return 2 }
+            transfer.bodyOffset = Int(offset)
+            return 0
+        }
+        guard let file = transfer.bodyFile, let reopened = CurlTransfer.stream(of: file, from: Int64(offset)) else {
+            return 2
+        }
+        transfer.bodyStream?.close()
+        transfer.bodyStream = reopened
         return 0
+    }
+
+    /// The file at `url`, opened again and read up to `offset` (a local file: reading it never waits on the network);
+    /// nil when it cannot be opened or is shorter than `offset`.
+    private static func stream(of url: URL, from offset: Int64) -> InputStream? {
+        guard let stream = InputStream(url: url) else { return nil }
+        stream.open()
+        var skipped: Int64 = 0
+        var scratch = [UInt8](repeating: 0, count: 64 * 1024)
+        while skipped < offset {
+            let read = stream.read(&scratch, maxLength: Int(min(Int64(scratch.count), offset - skipped)))
+            guard read > 0 else {
+                stream.close()
+                return nil
+            }
+            skipped += Int64(read)
+        }
+        return stream
     }
 
     /// Called at least once a second: ends a transfer that has been idle for longer than its timeout.
@@ -937,7 +980,15 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_OPERATION_TIMEDOUT: mapped = .timedOut
         case CURLE_GOT_NOTHING, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_PARTIAL_FILE: mapped = .networkConnectionLost
         case CURLE_ABORTED_BY_CALLBACK where isTLS && !handshake.accepted: mapped = .serverCertificateUntrusted
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION: mapped = .secureConnectionFailed
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION:
+            // OpenSSL's reason (a protocol version or cipher the server alone offers, a DH group too small, an alert)
+            // instead of libcurl's "SSL connect error".
+            return URLError(
+                .secureConnectionFailed,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The TLS handshake failed: \(detail.isEmpty ? reason : detail)."
+                ]) { $1 })
         case CURLE_URL_MALFORMAT: mapped = .badURL
         case CURLE_SEND_FAIL_REWIND: mapped = .requestBodyStreamExhausted
         default: mapped = .unknown

@@ -321,6 +321,29 @@ struct CacheEntry {
         response.value(forHTTPHeaderField: "ETag") != nil || response.value(forHTTPHeaderField: "Last-Modified") != nil
     }
 
+    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): its entity tag is not
+    /// the stored one (compared weakly, RFC 9110 8.8.3.2), or, when either lacks a tag, its `Last-Modified` is not the
+    /// stored one. A 304 without validators is taken for this entry (servers often leave them out).
+    func isContradicted(by notModified: HTTPURLResponse) -> Bool {
+        func opaqueTag(_ value: String?) -> Substring? {
+            guard let value else { return nil }
+            let trimmed = value.trimmingCharacters(in: .whitespaces)[...]
+            return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
+        }
+        if let tag = opaqueTag(notModified.value(forHTTPHeaderField: "ETag")),
+            let stored = opaqueTag(response.value(forHTTPHeaderField: "ETag"))
+        {
+            return tag != stored
+        }
+        guard let modified = notModified.value(forHTTPHeaderField: "Last-Modified"),
+            let stored = response.value(forHTTPHeaderField: "Last-Modified")
+        else { return false }
+        guard let modifiedDate = HTTPDate.parse(modified), let storedDate = HTTPDate.parse(stored) else {
+            return modified.trimmingCharacters(in: .whitespaces) != stored.trimmingCharacters(in: .whitespaces)
+        }
+        return modifiedDate != storedDate
+    }
+
     /// `request` made conditional on this entry's validators, or nil when it has none.
     func conditionalRequest(for request: URLRequest) -> URLRequest? {
         let etag = response.value(forHTTPHeaderField: "ETag")
@@ -371,11 +394,11 @@ struct CacheEntry {
         self.principal = principal
     }
 
-    /// Fields that describe one connection, not the response (RFC 9110 7.6.1): a cache neither stores nor replays them,
-    /// nor the fields `Connection` names (RFC 9111 3.1).
+    /// Fields that describe one connection, not the response (RFC 9110 7.6.1), and those of the client's proxy
+    /// (RFC 9111 3.1): a cache neither stores nor replays them, nor the fields `Connection` names.
     private static let hopByHopFields: Set<String> = [
         "connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "proxy-authenticate",
-        "proxy-authorization", "trailer",
+        "proxy-authorization", "proxy-authentication-info", "trailer",
     ]
 
     /// `response` without its hop-by-hop fields (itself when it has none and is Foundation's own class: the

@@ -5,15 +5,17 @@ import Foundation
 /// (`Sun Nov  6 08:49:37 1994`), without a `DateFormatter` (one costs more to create than a whole cached response does
 /// to serve).
 ///
-/// Anything else is not a date: another time zone, a missing comma, doubled spaces, dashes in IMF-fixdate, a one-digit
-/// hour, a two-digit year outside the RFC 850 form, a day the month does not have, or a day name that is not the
-/// date's. A cache reads an `Expires` that is not a date as already expired (RFC 9111 5.3). Every date accepted prints
-/// back as the IMF-fixdate it names (``format(_:)``).
+/// Names are matched without regard to case (`THU`, `AUG`, `gmt`), as RFC 9111 4.2 asks of a cache, and a day name
+/// need not be the date's (a wrong one is the sender's slip; browsers read such dates too). Anything else is not a
+/// date: another time zone, a missing comma, doubled spaces, dashes in IMF-fixdate, a one-digit hour, a two-digit year
+/// outside the RFC 850 form, a word that is not a day name, or a day the month does not have. A cache reads an
+/// `Expires` that is not a date as already expired (RFC 9111 5.3). Every date accepted prints back as the IMF-fixdate
+/// it names (``format(_:)``).
 enum HTTPDate {
     private static let months = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ].map { Array($0.utf8) }
-    /// Day names from Monday, as RFC 9110 spells them (case-sensitive), short and long.
+    /// Day names from Monday, as RFC 9110 spells them, short and long.
     private static let shortDays = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"].map { Array($0.utf8) }
     private static let longDays = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"].map {
         Array($0.utf8)
@@ -26,14 +28,14 @@ enum HTTPDate {
     ///   - now: The present, which places an RFC 850 two-digit year (RFC 9110 5.6.7).
     static func parse(_ text: String, now: Date = Date()) -> Date? {
         var reader = Reader(bytes: Array(text.utf8))
-        if let shortDay = reader.name(in: shortDays) {
+        if reader.name(in: shortDays) != nil {
             if reader.take(",") {
                 // IMF-fixdate: day-name "," SP 2DIGIT SP month SP 4DIGIT SP time-of-day SP "GMT"
                 guard reader.take(" "), let day = reader.digits(2), reader.take(" "), let month = reader.month(),
                     reader.take(" "), let year = reader.digits(4), reader.take(" "), let time = reader.time(),
                     reader.take(" GMT"), reader.atEnd
                 else { return nil }
-                return date(year: year, month: month, day: day, time: time, weekday: shortDay)
+                return date(year: year, month: month, day: day, time: time)
             }
             // asctime-date: day-name SP month SP ( 2DIGIT / ( SP DIGIT ) ) SP time-of-day SP 4DIGIT
             guard reader.take(" "), let month = reader.month(), reader.take(" ") else { return nil }
@@ -42,15 +44,14 @@ enum HTTPDate {
             guard let day, reader.take(" "), let time = reader.time(), reader.take(" "), let year = reader.digits(4),
                 reader.atEnd
             else { return nil }
-            return date(year: year, month: month, day: day, time: time, weekday: shortDay)
+            return date(year: year, month: month, day: day, time: time)
         }
         // rfc850-date: day-name-l "," SP 2DIGIT "-" month "-" 2DIGIT SP time-of-day SP "GMT"
-        guard let longDay = reader.name(in: longDays), reader.take(", "), let day = reader.digits(2), reader.take("-"),
+        guard reader.name(in: longDays) != nil, reader.take(", "), let day = reader.digits(2), reader.take("-"),
             let month = reader.month(), reader.take("-"), let twoDigits = reader.digits(2), reader.take(" "),
             let time = reader.time(), reader.take(" GMT"), reader.atEnd
         else { return nil }
-        return date(
-            year: fullYear(twoDigits: twoDigits, now: now), month: month, day: day, time: time, weekday: longDay)
+        return date(year: fullYear(twoDigits: twoDigits, now: now), month: month, day: day, time: time)
     }
 
     /// `date` as an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form HTTP sends.
@@ -67,14 +68,13 @@ enum HTTPDate {
         return "\(name), \(two(day)) \(monthName) \(year) \(time) GMT"
     }
 
-    /// The date, if the day exists in its month, the year is within 1970…9999 and `weekday` (from Monday, 0) is its.
-    private static func date(year: Int, month: Int, day: Int, time: (Int, Int, Int), weekday: Int) -> Date? {
+    /// The date, if the day exists in its month and the year is within 1970…9999.
+    private static func date(year: Int, month: Int, day: Int, time: (Int, Int, Int)) -> Date? {
         let (hour, minute, second) = time
         guard (1970...9999).contains(year), day >= 1, day <= daysIn(month: month, year: year), hour <= 23,
             minute <= 59, second <= 59
         else { return nil }
         let days = daysSinceEpoch(year: year, month: month, day: day)
-        guard ((days % 7) + 10) % 7 == weekday else { return nil }
         return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 
@@ -125,12 +125,15 @@ enum HTTPDate {
 
         var atEnd: Bool { index == bytes.count }
 
-        /// Consumes `literal` if the bytes continue with it.
+        /// An ASCII letter in lower case, any other byte as it is.
+        static func lowered(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
+
+        /// Consumes `literal` if the bytes continue with it (letters in any case).
         mutating func take(_ literal: StaticString) -> Bool {
             let count = literal.utf8CodeUnitCount
             guard bytes.count - index >= count else { return false }
             let matches = literal.withUTF8Buffer { literal in
-                (0..<count).allSatisfy { bytes[index + $0] == literal[$0] }
+                (0..<count).allSatisfy { Self.lowered(bytes[index + $0]) == Self.lowered(literal[$0]) }
             }
             if matches { index += count }
             return matches
@@ -157,22 +160,24 @@ enum HTTPDate {
             return (hour, minute, second)
         }
 
-        /// A month's three-letter name, case-sensitive: 1…12.
+        /// A month's three-letter name, in any case: 1…12.
         mutating func month() -> Int? {
             name(in: HTTPDate.months).map { $0 + 1 }
         }
 
-        /// The index of the name in `names` the bytes continue with (the longest such), consumed.
+        /// The index of the name in `names` the bytes continue with (the longest such; letters in any case), consumed.
         mutating func name(in names: [[UInt8]]) -> Int? {
             var found: (index: Int, length: Int)?
             for (position, name) in names.enumerated() where bytes.count - index >= name.count {
-                if bytes[index..<index + name.count].elementsEqual(name), name.count > (found?.length ?? 0) {
+                let matches = bytes[index..<index + name.count].lazy.map(Self.lowered).elementsEqual(
+                    name.lazy.map(Self.lowered))
+                if matches, name.count > (found?.length ?? 0) {
                     found = (position, name.count)
                 }
             }
             guard let found else { return nil }
             // A short day name followed by more letters is a long one or nothing: "Sunday" is not "Sun" + "day".
-            if found.length == 3, bytes.count > index + 3, (0x61...0x7A).contains(bytes[index + 3]) {
+            if found.length == 3, bytes.count > index + 3, (0x61...0x7A).contains(Self.lowered(bytes[index + 3])) {
                 return nil
             }
             index += found.length
