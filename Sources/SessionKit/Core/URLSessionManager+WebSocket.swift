@@ -31,6 +31,11 @@ extension URLSessionManager {
     /// or with a URL that is not `ws`, `wss`, `http` or `https` with a host, or with a header field that cannot go on
     /// the wire, it is not listed, and `resume()` and every operation fail with the reason.
     ///
+    /// The manager's ``interceptor`` adapts the upgrade request when the task is resumed, before anything connects
+    /// (an ``AuthenticationInterceptor`` adds its credential): it may change the request's fields, not its endpoint.
+    /// An adapter's error ends the task with that error; the upgrade is not retried. Sends, receives and pings made
+    /// meanwhile wait for the connection.
+    ///
     /// ```swift
     /// var request = URLRequest(url: URL(string: "ws://127.0.0.1:8080/echo")!)
     /// request.setValue("Bearer token", forHTTPHeaderField: "Authorization")
@@ -52,9 +57,17 @@ extension URLSessionManager {
         let observation = monitors.isEmpty ? nil : TaskDelegate.Observation.outsidePipeline(request, monitors: monitors)
         let configuration = sessionConfiguration
         let endpoint = request.url.flatMap(WebSocketHandshake.endpoint(of:))
+        let extras = Self.managerFields(for: request, configuration)
         let handshake = WebSocketHandshake(
             url: request.url ?? URL(fileURLWithPath: "/"), key: WebSocketHandshake.makeKey(),
-            protocols: Self.offeredProtocols(in: request), fields: Self.upgradeFields(of: request, configuration))
+            protocols: Self.offeredProtocols(in: request), fields: Self.upgradeFields(of: request, extras: extras))
+        // The manager's interceptor adapts the upgrade request when the task is resumed (it is not retried).
+        let adapt = combinedInterceptor(nil).map { interceptor in
+            { @Sendable [request] () async throws -> WebSocketHandshake in
+                let adapted = try await interceptor.adapt(request, for: SessionRequest(request))
+                return try Self.adaptedHandshake(adapted, endpoint: endpoint, extras: extras)
+            }
+        }
         let options = TransportTaskOptions(
             policy: securityPolicy,
             tlsVersions: TLSVersionRange(
@@ -80,7 +93,7 @@ extension URLSessionManager {
                 environment: .init(
                     sink: sink, session: session, delegateQueue: delegateDispatchQueue,
                     cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
-                    refusal: refusal))
+                    refusal: refusal, adapt: adapt))
             let made = SessionWebSocketTask(driver: driver)
             if refusal == nil { registry.add(made) }
             if telemetry != nil || observation != nil {
@@ -98,29 +111,61 @@ extension URLSessionManager {
         }.filter { !$0.isEmpty }
     }
 
-    /// The upgrade request's fields beyond the handshake's own: the request's, then the configuration's additional
-    /// headers it lacks, its cookies and the Basic credentials of its URL.
+    /// The upgrade request's fields beyond the handshake's own: the request's, then each of `extras` (the manager's,
+    /// ``managerFields(for:_:)``) whose name it lacks.
     private static func upgradeFields(
-        of request: URLRequest, _ configuration: URLSessionConfiguration
+        of request: URLRequest, extras: [(name: String, value: String)]
     ) -> [(name: String, value: String)] {
         var fields = (request.allHTTPHeaderFields ?? [:]).sorted { $0.key < $1.key }.map {
             (name: $0.key, value: $0.value)
         }
-        func has(_ name: String) -> Bool { fields.contains { $0.name.caseInsensitiveCompare(name) == .orderedSame } }
-        for (name, value) in configuration.additionalHeaderFields.sorted(by: { $0.key < $1.key }) where !has(name) {
-            fields.append((name, value))
+        for extra in extras
+        where !fields.contains(where: { $0.name.caseInsensitiveCompare(extra.name) == .orderedSame }) {
+            fields.append(extra)
         }
-        if request.httpShouldHandleCookies, configuration.httpShouldSetCookies, !has("Cookie"),
+        return fields
+    }
+
+    /// What the manager adds to an upgrade request that lacks it, in order: the configuration's additional headers,
+    /// its cookies for the URL, and the Basic credentials of its URL.
+    private static func managerFields(
+        for request: URLRequest, _ configuration: URLSessionConfiguration
+    ) -> [(name: String, value: String)] {
+        var fields = configuration.additionalHeaderFields.sorted(by: { $0.key < $1.key }).map {
+            (name: $0.key, value: $0.value)
+        }
+        if request.httpShouldHandleCookies, configuration.httpShouldSetCookies,
             let storage = configuration.httpCookieStorage, let url = WebSocketDriver.httpURL(for: request.url),
             let cookies = storage.cookies(for: url), !cookies.isEmpty
         {
             for (name, value) in HTTPCookie.requestHeaderFields(with: cookies) { fields.append((name, value)) }
         }
-        if !has("Authorization"), let url = request.url, let user = url.user {
+        if let url = request.url, let user = url.user {
             let password = url.password ?? ""
             let credentials = "\(user.removingPercentEncoding ?? user):\(password.removingPercentEncoding ?? password)"
             fields.append(("Authorization", "Basic " + Data(credentials.utf8).base64EncodedString()))
         }
         return fields
+    }
+
+    /// The handshake of `request` (adapted) for a task made for `endpoint`: an adapter may change the upgrade
+    /// request's fields, not where it connects.
+    private static func adaptedHandshake(
+        _ request: URLRequest, endpoint: (host: String, port: Int, secure: Bool)?,
+        extras: [(name: String, value: String)]
+    ) throws -> WebSocketHandshake {
+        guard let url = request.url, let adapted = WebSocketHandshake.endpoint(of: url), let endpoint,
+            adapted.host == endpoint.host, adapted.port == endpoint.port, adapted.secure == endpoint.secure
+        else {
+            throw SessionKitError.session(
+                .invalidRequestField,
+                "An adapter changed the WebSocket upgrade's URL to \(request.url?.absoluteString ?? "nil"): it may "
+                    + "change the request's fields, not the endpoint the task connects to.")
+        }
+        let handshake = WebSocketHandshake(
+            url: url, key: WebSocketHandshake.makeKey(), protocols: offeredProtocols(in: request),
+            fields: upgradeFields(of: request, extras: extras))
+        if let fieldError = handshake.fieldError { throw fieldError }
+        return handshake
     }
 }

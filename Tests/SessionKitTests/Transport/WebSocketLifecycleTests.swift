@@ -57,6 +57,49 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertEqual(lifecycle.resume(), [], "a second resume does nothing")
     }
 
+    func testAnAdaptedUpgradeRequestIsSentOnceTheAdaptersAnswer() {
+        var lifecycle = makeLifecycle()
+        XCTAssertEqual(lifecycle.resume(adapts: true), [.adapt], "nothing connects while the request is adapted")
+        XCTAssertEqual(lifecycle.phase, .adapting)
+        XCTAssertEqual(lifecycle.resume(adapts: true), [], "a second resume does nothing")
+        XCTAssertEqual(lifecycle.send(.string("early"), id: 1), [], "queued until the connection opens")
+        XCTAssertEqual(lifecycle.received(head, atEOF: false, error: nil), [], "no read runs while adapting")
+        let adapted = WebSocketHandshake(
+            url: URL(string: "ws://h/")!, key: Self.key, protocols: [], fields: [("Authorization", "Bearer t")])
+        let actions = lifecycle.adapted(adapted)
+        guard case .connect(let request)? = actions.first else { return XCTFail("no connect: \(actions)") }
+        XCTAssertTrue(String(decoding: request, as: UTF8.self).contains("Authorization: Bearer t\r\n"))
+        XCTAssertEqual(lifecycle.phase, .handshaking)
+        XCTAssertEqual(lifecycle.adapted(adapted), [], "the adapters answer once")
+        XCTAssertEqual(lifecycle.adaptationFailed(URLError(.cancelled)), [], "a late failure changes nothing")
+        let opened = lifecycle.received(head, atEOF: false, error: nil)
+        XCTAssertTrue(
+            opened.contains(.write(WebSocketFrame(opcode: .text, payload: Data("early".utf8)), .message(id: 1))))
+    }
+
+    func testARefusedAdaptationOrACancelWhileAdaptingEndsTheTaskWithoutAConnection() {
+        var refused = makeLifecycle()
+        _ = refused.receive(id: 1)
+        _ = refused.resume(adapts: true)
+        let actions = refused.adaptationFailed(URLError(.userAuthenticationRequired))
+        XCTAssertEqual(finishes(actions).first??.code, .userAuthenticationRequired)
+        XCTAssertTrue(actions.contains { if case .deliver(1, .failure) = $0 { return true } else { return false } })
+        XCTAssertFalse(actions.contains(.abort), "nothing was connected")
+        XCTAssertEqual(refused.adapted(makeHandshake()), [], "an answer after the end connects nothing")
+
+        var cancelled = makeLifecycle()
+        _ = cancelled.resume(adapts: true)
+        let cancel = cancelled.cancel()
+        XCTAssertEqual(finishes(cancel).first??.code, .cancelled)
+        XCTAssertFalse(cancel.contains(.abort))
+        XCTAssertEqual(cancelled.adapted(makeHandshake()), [])
+        XCTAssertEqual(cancelled.phase, .closed)
+    }
+
+    private func makeHandshake() -> WebSocketHandshake {
+        WebSocketHandshake(url: URL(string: "ws://h/")!, key: Self.key, protocols: [], fields: [])
+    }
+
     func testAnswerSplitAcrossReadsAndFramesInTheSameReadAreKept() {
         var lifecycle = makeLifecycle()
         _ = lifecycle.resume()

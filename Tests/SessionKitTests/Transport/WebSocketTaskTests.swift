@@ -150,6 +150,65 @@ final class WebSocketTaskTests: WebSocketTestCase {
         _ = try await awaitCompletion(of: task, in: completions)
     }
 
+    func testTheManagersInterceptorAdaptsTheUpgradeRequest() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let adaptations = CallCounter()
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            adaptations.increment()
+            var request = request
+            request.setValue("Bearer adapted", forHTTPHeaderField: "Authorization")
+            return request
+        })
+        let task = manager.webSocketTask(with: server.url("/adapted"))
+        task.resume()
+        try await task.send(.string("x"))
+        _ = try await task.receive()
+        let headers = try XCTUnwrap(server.seen.upgrades.first?.headers)
+        XCTAssertEqual(headers.first { $0.0.lowercased() == "authorization" }?.1, "Bearer adapted")
+        XCTAssertEqual(adaptations.count, 1)
+        task.cancel()
+        _ = try await awaitCompletion(of: task, in: completions)
+    }
+
+    func testAnAdaptersRefusalOrAMovedEndpointEndsTheTaskBeforeAnyConnection() async throws {
+        struct Refused: Error {}
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        manager.interceptor = Interceptor(adapt: { _, _ in throw Refused() })
+        let refused = manager.webSocketTask(with: server.url("/refused"))
+        refused.resume()
+        let receive = try await receive(refused)
+        XCTAssertThrowsError(try receive.get(), "a receive made meanwhile fails")
+        let error = try await awaitCompletion(of: refused, in: completions)
+        XCTAssertTrue(error is Refused, "the adapter's own error: \(String(describing: error))")
+        XCTAssertTrue(refused.error is Refused)
+
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            var moved = request
+            moved.url = URL(string: "ws://127.0.0.2:1/elsewhere")
+            return moved
+        })
+        let moved = manager.webSocketTask(with: server.url("/moved"))
+        moved.resume()
+        let movedError = try await awaitCompletion(of: moved, in: completions)
+        XCTAssertEqual(
+            (movedError as NSError?)?.domain, SessionKitError.sessionDomain, "\(String(describing: movedError))")
+
+        // A slow adapter, and the task cancelled meanwhile: it ends cancelled, and nothing connects afterwards.
+        manager.interceptor = Interceptor(adapt: { request, _ in
+            try? await Task.sleep(nanoseconds: 300_000_000)
+            return request
+        })
+        let cancelled = manager.webSocketTask(with: server.url("/cancelled"))
+        cancelled.resume()
+        cancelled.cancel()
+        let cancelledError = try await awaitCompletion(of: cancelled, in: completions)
+        XCTAssertEqual((cancelledError as? URLError)?.code, .cancelled)
+        try await Task.sleep(nanoseconds: 500_000_000)
+        XCTAssertTrue(server.seen.upgrades.isEmpty, "no upgrade request reached the server")
+    }
+
     func testFragmentedTextWithAPingBetweenArrivesWholeAndThePingIsAnswered() async throws {
         let server = try await startServer()
         let (manager, completions) = makeManager()
@@ -208,6 +267,30 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertNil(completion)
         XCTAssertEqual(task.closeCode, .normalClosure)
         try await waitUntil("the server got the close") { server.seen.closeCodes == [1000] }
+    }
+
+    func testCloseCodesWithoutACloseCodeCaseReadAndGoAsNumbers() async throws {
+        let server = try await startServer()
+        let (manager, completions) = makeManager()
+        let closed = manager.webSocketTask(with: server.url())
+        XCTAssertNil(closed.rawCloseCode, "nil while nothing closed")
+        closed.resume()
+        try await closed.send(.string("close 4001 application"))
+        let closedError = try await awaitCompletion(of: closed, in: completions)
+        XCTAssertNil(closedError)
+        XCTAssertEqual(closed.closeCode, .invalid, "CloseCode has no case for 4001")
+        XCTAssertEqual(closed.rawCloseCode, 4001)
+        for (sent, expected) in [(4002, 4002), (1012, 1012), (1005, 1000), (70_000, 1000)] {
+            let task = manager.webSocketTask(with: server.url())
+            task.resume()
+            try await task.send(.string("up"))
+            _ = try await task.receive()
+            task.cancel(withRawCloseCode: sent, reason: nil)
+            let error = try await awaitCompletion(of: task, in: completions)
+            XCTAssertNil(error)
+            XCTAssertEqual(task.rawCloseCode, expected, "\(sent)")
+            try await waitUntil("the server got close \(expected)") { server.seen.closeCodes.last == expected }
+        }
     }
 
     // MARK: - Protocol violations

@@ -107,6 +107,10 @@ open class SessionWebSocketTask: URLSessionTask, @unchecked Sendable {
     /// The close frame's reason, as for ``closeCode``; nil when there was none.
     public var closeReason: Data? { driver.closeReason }
 
+    /// The close code as a number, as for ``closeCode``, whatever its value: also the codes `CloseCode` has no case
+    /// for (1012–1014, and an application's 3000–4999), which ``closeCode`` reads as `.invalid`. Nil while open.
+    public var rawCloseCode: Int? { driver.rawCloseCode }
+
     /// Sends `message` after the messages sent before.
     ///
     /// - Parameters:
@@ -143,7 +147,18 @@ open class SessionWebSocketTask: URLSessionTask, @unchecked Sendable {
     ///     `.abnormalClosure`, `.tlsHandshakeFailure`) are sent as `.normalClosure`.
     ///   - reason: UTF-8 text for the peer, or nil.
     public func cancel(with closeCode: URLSessionWebSocketTask.CloseCode, reason: Data?) {
-        driver.close(code: closeCode, reason: reason)
+        driver.close(code: closeCode.rawValue, reason: reason)
+    }
+
+    /// ``cancel(with:reason:)`` with a close code given as a number: one `CloseCode` has no case for, such as an
+    /// application's 3000–4999 (RFC 6455 7.4.2). A code no endpoint may send (below 1000, 1004–1006, 1015, 1016–2999,
+    /// 5000 and above) is sent as 1000.
+    ///
+    /// - Parameters:
+    ///   - rawCloseCode: The code to send.
+    ///   - reason: UTF-8 text for the peer, or nil.
+    public func cancel(withRawCloseCode rawCloseCode: Int, reason: Data?) {
+        driver.close(code: rawCloseCode, reason: reason)
     }
 }
 

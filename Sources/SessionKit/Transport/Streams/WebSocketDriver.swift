@@ -29,6 +29,9 @@ final class WebSocketDriver: @unchecked Sendable {
         /// Set when the manager refused the task (its session was invalidated), or its URL or fields cannot be
         /// sent: `resume()` and every operation fail with it, and the task completes with it, without connecting.
         var refusal: NSError?
+        /// The manager's request adapters, run on the upgrade request when the task is resumed: they return the
+        /// handshake to send, or throw to refuse it. Nil when the manager has no interceptor.
+        var adapt: (@Sendable () async throws -> WebSocketHandshake)? = nil
     }
 
     typealias ReceiveHandler = @Sendable (Result<SessionWebSocketTask.Message, Error>) -> Void
@@ -55,6 +58,10 @@ final class WebSocketDriver: @unchecked Sendable {
         var refusalFinished = false
         /// Suspended by the caller after the connection started (before, the lifecycle is idle).
         var suspended = false
+        /// The error an adapter refused the upgrade request with: the task's error, as thrown.
+        var adaptationError: Error?
+        /// The adaptation's Swift task, cancelled with the WebSocket task.
+        var adaptation: Task<Void, Never>?
     }
 
     let request: URLRequest
@@ -95,7 +102,9 @@ final class WebSocketDriver: @unchecked Sendable {
     }
 
     var error: Error? {
-        state.read { state -> Error? in state.refusalFinished ? environment.refusal : state.lifecycle.error }
+        state.read { state -> Error? in
+            state.refusalFinished ? environment.refusal : state.adaptationError ?? state.lifecycle.error
+        }
     }
     var response: HTTPURLResponse? { state.read { $0.lifecycle.accepted?.response } }
     var negotiatedProtocol: String? { state.read { $0.lifecycle.accepted?.negotiatedProtocol } }
@@ -105,6 +114,7 @@ final class WebSocketDriver: @unchecked Sendable {
         }
     }
     var closeReason: Data? { state.read { $0.lifecycle.closeReason } }
+    var rawCloseCode: Int? { state.read { $0.lifecycle.closeCode.map(Int.init) } }
     var maximumMessageSize: Int {
         get { state.read { $0.lifecycle.maximumMessageSize } }
         set { state.write { $0.lifecycle.maximumMessageSize = max(0, newValue) } }
@@ -121,7 +131,8 @@ final class WebSocketDriver: @unchecked Sendable {
 
     func resume() {
         if refuse(nil) { return }
-        let actions = apply { $0.resume() }
+        let adapts = environment.adapt != nil
+        let actions = apply { $0.resume(adapts: adapts) }
         var resumed = !actions.isEmpty
         if !resumed {
             // Started already: only a suspended task has something to resume (its stream's I/O).
@@ -139,7 +150,10 @@ final class WebSocketDriver: @unchecked Sendable {
     func suspend() -> Bool {
         guard environment.refusal == nil else { return false }
         let suspended = state.write { state -> Bool in
-            guard !state.suspended, state.lifecycle.phase != .idle, state.lifecycle.phase != .closed else {
+            // While the request is adapted nothing is connected to hold: the task runs on.
+            guard !state.suspended, state.lifecycle.phase != .idle, state.lifecycle.phase != .adapting,
+                state.lifecycle.phase != .closed
+            else {
                 return false
             }
             state.suspended = true
@@ -154,12 +168,13 @@ final class WebSocketDriver: @unchecked Sendable {
     func cancel() {
         if refuse(nil) { return }
         apply { $0.cancel() }
+        state.write { $0.adaptation }?.cancel()
     }
 
-    func close(code: URLSessionWebSocketTask.CloseCode, reason: Data?) {
+    func close(code: Int, reason: Data?) {
         if refuse(nil) { return }
         // `.invalid` and the codes reserved for reporting (1005, 1006, 1015) must not be sent (RFC 6455 7.4.1).
-        let raw = UInt16(clamping: code.rawValue)
+        let raw = UInt16(clamping: max(0, code))
         let sendable = WebSocketMessageReader.isSendable(raw) ? raw : 1000
         apply { $0.close(code: sendable, reason: reason) }
     }
@@ -266,6 +281,26 @@ final class WebSocketDriver: @unchecked Sendable {
     /// Performs an I/O action; completions wait for the drain.
     private func perform(_ action: WebSocketLifecycle.Action) {
         switch action {
+        case .adapt:
+            guard let adapt = environment.adapt else { return }
+            let adaptation = Task { [self] in
+                do {
+                    let handshake = try await adapt()
+                    apply { $0.adapted(handshake) }
+                } catch {
+                    let failure =
+                        error as? URLError
+                        ?? URLError(
+                            .cancelled,
+                            userInfo: [
+                                NSLocalizedDescriptionKey: "A request adapter refused the WebSocket upgrade: \(error)",
+                                NSUnderlyingErrorKey: error,
+                            ])
+                    state.write { if $0.lifecycle.phase == .adapting { $0.adaptationError = error } }
+                    apply { $0.adaptationFailed(failure) }
+                }
+            }
+            state.write { $0.adaptation = adaptation }
         case .connect(let request):
             if secure { stream.startSecureConnection() }
             stream.resume()
@@ -360,7 +395,7 @@ final class WebSocketDriver: @unchecked Sendable {
         case .completePing(let id, let error):
             state.write { $0.pingHandlers.removeValue(forKey: id) }?(error)
         case .finish(let error):
-            finish(error)
+            finish(state.read { $0.adaptationError } ?? error)
         default:
             break
         }

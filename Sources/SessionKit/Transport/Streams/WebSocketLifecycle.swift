@@ -8,7 +8,8 @@ import Foundation
 /// connection with its queued receives, sends and pings, and the closing handshake in either direction. Each event
 /// returns the ``Action``s its driver performs; no I/O happens here.
 ///
-/// `idle → handshaking → open → closing → closed`, where `closing` means our close frame went out and the peer's is
+/// `idle → (adapting →) handshaking → open → closing → closed`, where `adapting` means the manager's adapters are
+/// preparing the upgrade request (no connection yet), `closing` means our close frame went out and the peer's is
 /// awaited, and `closed` is terminal: every send, receive and ping queued when it is reached gets its one completion,
 /// and the task its one ``Action/finish(_:)``. An event that makes no sense in a phase (bytes before the connection,
 /// a second resume, a timeout of a close that completed) changes nothing.
@@ -16,6 +17,8 @@ struct WebSocketLifecycle {
     /// Where the connection is.
     enum Phase: Equatable {
         case idle
+        /// The manager's request adapters are preparing the upgrade request; nothing is connected yet.
+        case adapting
         case handshaking
         case open
         /// Our close frame was sent; the peer's is awaited (bounded by a timeout).
@@ -34,6 +37,9 @@ struct WebSocketLifecycle {
 
     /// What the driver does, in order.
     enum Action: Equatable {
+        /// Run the manager's request adapters on the upgrade request, then ``adapted(_:)`` or
+        /// ``adaptationFailed(_:)``.
+        case adapt
         /// Open the stream and write the upgrade request.
         case connect(request: Data)
         /// Read from the stream once more; `timeout` seconds (0: none).
@@ -111,7 +117,7 @@ struct WebSocketLifecycle {
     /// Whether the upgrade request offers permessage-deflate; set before the connection opens.
     var offersCompression: Bool {
         get { handshake.offersDeflate }
-        set { if phase == .idle { handshake.offersDeflate = newValue } }
+        set { if phase == .idle || phase == .adapting { handshake.offersDeflate = newValue } }
     }
 
     /// Bytes received and held: whole messages not received yet, and the frame or message arriving.
@@ -123,9 +129,34 @@ struct WebSocketLifecycle {
 
     // MARK: - Calls of the task
 
-    /// Starts the opening handshake; nothing when it started already.
-    mutating func resume() -> [Action] {
+    /// Starts the opening handshake, or first the adaptation of its request when `adapts`; nothing when it started
+    /// already.
+    mutating func resume(adapts: Bool = false) -> [Action] {
         guard phase == .idle else { return [] }
+        if adapts {
+            phase = .adapting
+            return [.adapt]
+        }
+        return startHandshake()
+    }
+
+    /// The adapters made `adapted` of the upgrade request: the opening handshake starts with it (whether it offers
+    /// compression stays as set on the task).
+    mutating func adapted(_ adapted: WebSocketHandshake) -> [Action] {
+        guard phase == .adapting else { return [] }
+        var adapted = adapted
+        adapted.offersDeflate = handshake.offersDeflate
+        handshake = adapted
+        return startHandshake()
+    }
+
+    /// An adapter refused the upgrade request: the task ends with `error`, nothing was connected.
+    mutating func adaptationFailed(_ error: URLError) -> [Action] {
+        guard phase == .adapting else { return [] }
+        return end(error, then: [])
+    }
+
+    private mutating func startHandshake() -> [Action] {
         phase = .handshaking
         reader = WebSocketMessageReader(maximumMessageSize: maximumMessageSize)
         readInFlight = true
@@ -169,11 +200,12 @@ struct WebSocketLifecycle {
     /// `.cancelled`. Before the connection opened, the task just ends.
     mutating func close(code: UInt16, reason: Data?) -> [Action] {
         switch phase {
-        case .idle, .handshaking:
+        case .idle, .adapting, .handshaking:
             closeCode = code
             closeReason = reason
             return end(
-                Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .idle ? [] : [.abort])
+                Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .handshaking ? [.abort] : []
+            )
         case .open:
             closeCode = code
             closeReason = reason
@@ -192,7 +224,10 @@ struct WebSocketLifecycle {
     /// close frame.
     mutating func cancel() -> [Action] {
         guard phase != .closed else { return [] }
-        return end(Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .idle ? [] : [.abort])
+        // Nothing to close before the connection started (while idle or adapting).
+        return end(
+            Self.error(.cancelled, "The WebSocket task was cancelled."),
+            then: phase == .idle || phase == .adapting ? [] : [.abort])
     }
 
     // MARK: - Events of the stream
@@ -200,7 +235,7 @@ struct WebSocketLifecycle {
     /// A read of the stream completed with `data`, the end of stream, or an error.
     mutating func received(_ data: Data?, atEOF: Bool, error: URLError?) -> [Action] {
         readInFlight = false
-        guard phase != .idle, phase != .closed else { return [] }
+        guard phase != .idle, phase != .adapting, phase != .closed else { return [] }
         if let error {
             if phase == .handshaking { return end(error, then: [.abort]) }
             return connectionLost(error)
@@ -261,7 +296,7 @@ struct WebSocketLifecycle {
         _ frame: WebSocketFrame, _ tag: WriteTag, failure: (URLError) -> [Action]
     ) -> [Action] {
         switch phase {
-        case .idle, .handshaking:
+        case .idle, .adapting, .handshaking:
             queued.append((frame, tag))
             if case .message(let id) = tag { sends.insert(id) }
             return []

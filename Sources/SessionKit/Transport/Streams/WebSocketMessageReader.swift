@@ -95,29 +95,31 @@ struct WebSocketMessageReader: Sendable {
     }
 
     private mutating func appendFragment(_ frame: WebSocketFrame) throws(WebSocketFailure) -> Event? {
-        guard var message = partial else { return nil }
+        // Its flags and length only: a copy of the message would share (and so keep) its buffer.
+        guard let (isText, compressed, received) = partial.map({ ($0.isText, $0.compressed, $0.data.count) }) else {
+            return nil
+        }
         var payload = frame.payload
-        if message.compressed, let inflater {
+        if compressed, let inflater {
             if frame.fin { payload.append(contentsOf: [0x00, 0x00, 0xFF, 0xFF]) }
-            payload = try inflater.decompress(payload, limit: maximumMessageSize - message.data.count)
+            payload = try inflater.decompress(payload, limit: maximumMessageSize - received)
             if frame.fin && resetsInflater { inflater.reset() }
         }
-        guard payload.count <= maximumMessageSize - message.data.count else {
+        guard payload.count <= maximumMessageSize - received else {
             throw .tooBig("A message is over the limit of \(maximumMessageSize) bytes.")
         }
-        if message.isText {
+        if isText {
             guard utf8.consume(payload), !frame.fin || utf8.isComplete else {
                 throw .invalidPayload("A text message is not valid UTF-8.")
             }
         }
-        message.data.append(payload)
-        guard frame.fin else {
-            partial = message
-            return nil
-        }
+        // Appended in place: appending to a copy would copy everything received so far at each fragment (4 MiB in
+        // 64-byte fragments took 54 s, Autobahn 9.3.1).
+        partial?.data.append(payload)
+        guard frame.fin, let whole = partial else { return nil }
         partial = nil
         // Validated above: the decoding replaces nothing.
-        return message.isText ? .text(String(decoding: message.data, as: UTF8.self)) : .binary(message.data)
+        return whole.isText ? .text(String(decoding: whole.data, as: UTF8.self)) : .binary(whole.data)
     }
 
     /// The peer's close frame, checked (RFC 6455 5.5.1, 7.4).
