@@ -25,8 +25,11 @@ extension URLSessionManager {
     ///
     /// - Throws: As ``data(for:)``.
     public func upload(for request: HTTPRequest, from body: Data) async throws -> (Data, HTTPResponse) {
-        // An upload task, as swift-http-types' `URLSession.upload(for:from:)` sends it (no default `Content-Type`).
-        try await buffered(try HTTPTypesBridge.urlRequest(from: request), upload: .data(body))
+        // An upload task, as swift-http-types' `URLSession.upload(for:from:)` sends it (no default `Content-Type`); the
+        // body is the request's until then, for the adapters and monitors.
+        var urlRequest = try HTTPTypesBridge.urlRequest(from: request)
+        urlRequest.httpBody = body
+        return try await buffered(urlRequest, upload: .httpBody)
     }
 
     /// Sends `request` with the contents of the file at `fileURL` (read as it is sent, with its size as
@@ -118,7 +121,8 @@ extension URLSessionManager {
         case nil:
             break
         case .data(let data)?:
-            upload = .data(data)
+            urlRequest.httpBody = data
+            upload = .httpBody
         case .file(let url)?:
             upload = .file(url)
         case .stream(let length, let write)?:
@@ -132,7 +136,8 @@ extension URLSessionManager {
                         "The request body's trailers could not be sent: URLSession on Linux sends no request trailers "
                             + "(the curl transport sends them after a chunked HTTP/1.1 body).", url: urlRequest.url)
                 }
-                upload = .data(collector.collected())
+                urlRequest.httpBody = collector.collected()
+                upload = .httpBody
             } else {
                 let streamed = RequestBodyPipe(length: length)
                 urlRequest.httpBodyStream = PipeInputStream(pipe: streamed)

@@ -61,9 +61,11 @@ extension URLSessionManager {
         let handshake = WebSocketHandshake(
             url: request.url ?? URL(fileURLWithPath: "/"), key: WebSocketHandshake.makeKey(),
             protocols: Self.offeredProtocols(in: request), fields: Self.upgradeFields(of: request, extras: extras))
-        // The manager's interceptor adapts the upgrade request when the task is resumed (it is not retried).
-        let adapt = combinedInterceptor(nil).map { interceptor in
-            { @Sendable [request] () async throws -> WebSocketHandshake in
+        // The manager's interceptor as it is when the task is resumed adapts the upgrade request (it is not retried).
+        let adaptation: @Sendable () -> (@Sendable () async throws -> WebSocketHandshake)? = {
+            [weak self, request] in
+            guard let interceptor = self?.combinedInterceptor(nil) else { return nil }
+            return {
                 let adapted = try await interceptor.adapt(request, for: SessionRequest(request))
                 return try Self.adaptedHandshake(adapted, endpoint: endpoint, extras: extras)
             }
@@ -93,7 +95,7 @@ extension URLSessionManager {
                 environment: .init(
                     sink: sink, session: session, delegateQueue: delegateDispatchQueue,
                     cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
-                    refusal: refusal, adapt: adapt))
+                    refusal: refusal, adaptation: adaptation))
             let made = SessionWebSocketTask(driver: driver)
             if refusal == nil { registry.add(made) }
             if telemetry != nil || observation != nil {

@@ -26,8 +26,12 @@ enum ChainVerifier {
     ///   - domain: A host name or IP address the leaf must match, or nil to check only the chain.
     ///   - date: The time the certificates must be valid at.
     ///   - checksTime: False to leave validity dates out (to tell whether a chain leads to an anchor at all).
-    static func verify(chain: [Data], anchors: [Data]?, domain: String?, date: Date, checksTime: Bool = true) -> Outcome
-    {
+    ///   - checksStrength: False to accept weak signatures and keys (a certificate pinned exactly, invalid
+    ///     certificates allowed: the caller trusts those bytes, whatever signed them).
+    static func verify(
+        chain: [Data], anchors: [Data]?, domain: String?, date: Date, checksTime: Bool = true,
+        checksStrength: Bool = true
+    ) -> Outcome {
         let failure = Outcome(isTrusted: false, code: Int32(X509_V_ERR_UNSPECIFIED))
         let certificates = chain.compactMap(parse)
         guard let leaf = certificates.first, certificates.count == chain.count else {
@@ -64,7 +68,7 @@ enum ChainVerifier {
         // On the context, not the store: the system store is shared by every verification.
         if let parameters = X509_STORE_CTX_get0_param(context) {
             // No SHA-1 or MD5 signature, no RSA key under 2048 bits, as OpenSSL's TLS handshake refuses them.
-            X509_VERIFY_PARAM_set_auth_level(parameters, Self.authenticationLevel)
+            X509_VERIFY_PARAM_set_auth_level(parameters, checksStrength ? Self.authenticationLevel : 0)
             if !checksTime { X509_VERIFY_PARAM_set_flags(parameters, UInt(X509_V_FLAG_NO_CHECK_TIME)) }
         }
         // A set time takes precedence over X509_V_FLAG_NO_CHECK_TIME in OpenSSL: set it only when dates count.
@@ -112,16 +116,30 @@ enum ChainVerifier {
             isTrusted: false, code: Int32(isIP ? X509_V_ERR_IP_ADDRESS_MISMATCH : X509_V_ERR_HOSTNAME_MISMATCH))
     }
 
-    /// `domain` as a certificate names it: an IPv6 address without its brackets, a host name without the trailing
-    /// dot of an absolute name (`localhost.` is `localhost`); and whether it is an IP address.
+    /// `domain` as a certificate names it: an IPv6 address without its brackets, an IPv4 address in a short or
+    /// numeric form (`127.1`, `2130706433`, `0x7f.1`) as the dotted quad libcurl connects to, a host name without the
+    /// trailing dot of an absolute name (`localhost.` is `localhost`); and whether it is an IP address.
     private static func matchedName(_ domain: String) -> (name: String, isIP: Bool) {
         var name = domain.hasPrefix("[") && domain.hasSuffix("]") ? String(domain.dropFirst().dropLast()) : domain
         let isIP = name.withCString { text in
             var buffer = [UInt8](repeating: 0, count: 16)
             return inet_pton(AF_INET, text, &buffer) == 1 || inet_pton(AF_INET6, text, &buffer) == 1
         }
-        if !isIP, name.count > 1, name.hasSuffix(".") { name.removeLast() }
-        return (name, isIP)
+        if isIP { return (name, true) }
+        if let quad = dottedQuad(name) { return (quad, true) }
+        if name.count > 1, name.hasSuffix(".") { name.removeLast() }
+        return (name, false)
+    }
+
+    /// The dotted quad of an IPv4 address written another way (`inet_aton`'s forms, which URL parsers and libcurl
+    /// read as the same address), or nil for anything else (a name with a letter that is not a hex digit after `0x`).
+    private static func dottedQuad(_ host: String) -> String? {
+        guard !host.isEmpty, host.utf8.allSatisfy({ $0 == UInt8(ascii: ".") || $0.isHexDigitOrX }) else { return nil }
+        var address = in_addr()
+        guard host.withCString({ inet_aton($0, &address) }) == 1 else { return nil }
+        var text = [CChar](repeating: 0, count: Int(INET_ADDRSTRLEN))
+        guard inet_ntop(AF_INET, &address, &text, socklen_t(text.count)) != nil else { return nil }
+        return String(decoding: text.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
     /// The security level chains are verified at: the system's TLS default (Debian's `openssl.cnf` sets 2), never
@@ -196,5 +214,13 @@ enum ChainVerifier {
             }
             evicted.forEach { X509_free($0) }
         }
+    }
+}
+
+extension UInt8 {
+    /// An ASCII hexadecimal digit, or the `x`/`X` of a `0x` prefix.
+    fileprivate var isHexDigitOrX: Bool {
+        (0x30...0x39).contains(self) || (0x41...0x46).contains(self) || (0x61...0x66).contains(self) || self == 0x78
+            || self == 0x58
     }
 }

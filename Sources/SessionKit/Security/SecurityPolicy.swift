@@ -265,15 +265,18 @@ open class SecurityPolicy: NSObject, NSSecureCoding, NSCopying, @unchecked Senda
             return noPin
         case .certificate:
             guard hasPins else { return noPin }
+            // With invalid certificates allowed, a pinned certificate is trusted as it is, however weakly it is signed
+            // or keyed (a device's own self-signed certificate); otherwise the chain passed the strength check above.
+            let strength = !settings.allowInvalidCertificates
             let pinnedOutcome = ChainVerifier.verify(
-                chain: chain, anchors: Array(certificatePins), domain: checkedDomain, date: serverTrust.verificationDate
-            )
+                chain: chain, anchors: Array(certificatePins), domain: checkedDomain,
+                date: serverTrust.verificationDate, checksStrength: strength)
             guard pinnedOutcome.isTrusted else {
                 // A chain that leads to no pinned certificate, whatever the dates, is a pin failure; one that does
                 // but fails at this date or for this host says why.
                 let leadsToPin = ChainVerifier.verify(
                     chain: chain, anchors: Array(certificatePins), domain: nil,
-                    date: serverTrust.verificationDate, checksTime: false
+                    date: serverTrust.verificationDate, checksTime: false, checksStrength: false
                 ).isTrusted
                 return leadsToPin ? Refusal(pinnedOutcome, domain: checkedDomain) : noPin
             }

@@ -28,9 +28,15 @@ enum TaskSource {
     /// An upload of `upload` with `request`, or a data task of `request` when there is nothing to upload.
     static func sending(_ request: URLRequest, upload: UploadBody?) -> TaskSource {
         switch upload {
-        case nil: return .data(request)
-        case .data(let data)?: return .uploadData(request, data)
-        case .file(let url)?: return .uploadFile(request, url)
+        case nil:
+            return .data(request)
+        case .httpBody?:
+            guard let body = request.httpBody else { return .data(request) }
+            var request = request
+            request.httpBody = nil
+            return .uploadData(request, body)
+        case .file(let url)?:
+            return .uploadFile(request, url)
         }
     }
 
@@ -63,9 +69,11 @@ enum TaskSource {
     }
 }
 
-/// The body of a request that the pipeline sends as an upload task (the HTTP core API's bodies): bytes, or a file read
-/// anew for each attempt.
+/// How the pipeline sends a request's body as an upload task (the HTTP core API's bodies).
 enum UploadBody: Sendable {
-    case data(Data)
+    /// The request's `httpBody` as it is after the adapters (which see it, and may sign or change it), sent as an
+    /// upload task's data.
+    case httpBody
+    /// A file, read anew for each attempt.
     case file(URL)
 }

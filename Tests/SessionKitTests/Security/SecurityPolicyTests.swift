@@ -139,11 +139,24 @@ final class SecurityPolicyTests: XCTestCase {
         XCTAssertTrue(
             policy.evaluate(ServerTrust(certificateChain: chain), forDomain: "localhost."),
             "an absolute name is the same host")
+        // 127.0.0.1 written as URL parsers and libcurl also read it: the address libcurl connects to.
+        for address in ["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1"] {
+            XCTAssertTrue(policy.evaluate(ServerTrust(certificateChain: chain), forDomain: address), address)
+        }
+        XCTAssertFalse(policy.evaluate(ServerTrust(certificateChain: chain), forDomain: "127.2"))
         for weak in ["weak-sha1", "weak-rsa1024", "weak-cn-only"] {
             let weakChain = [try der(weak), intermediate]
             XCTAssertFalse(policy.evaluate(ServerTrust(certificateChain: weakChain), forDomain: "localhost"), weak)
             XCTAssertFalse(policy.evaluate(ServerTrust(certificateChain: weakChain), forDomain: "127.0.0.1"), weak)
         }
+        // A certificate pinned exactly, invalid certificates allowed, is trusted as it is, however weakly keyed (a
+        // device's own certificate); without the flag, the chain must pass the strength check first.
+        let weakLeaf = try der("weak-rsa1024")
+        let pinnedWeak = SecurityPolicy(pinningMode: .certificate, pinnedCertificates: [weakLeaf])
+        XCTAssertFalse(pinnedWeak.evaluate(trust([weakLeaf, intermediate]), forDomain: "localhost"))
+        pinnedWeak.allowInvalidCertificates = true
+        XCTAssertTrue(pinnedWeak.evaluate(trust([weakLeaf, intermediate]), forDomain: "localhost"))
+        XCTAssertFalse(pinnedWeak.evaluate(trust([weakLeaf, intermediate]), forDomain: "wrong.example"), "the name")
         // A key pinned on the intermediate, invalid certificates allowed: a certificate it issued for another host is
         // not valid for this one while validatesDomainName holds.
         let intermediatePin = try Certificate(der: intermediate).publicKeyPin

@@ -254,6 +254,24 @@ final class HTTP2Tests: XCTestCase {
         }
         XCTAssertEqual(lost?.localizedDescription.contains("not sent again"), true, "\(String(describing: lost))")
         XCTAssertFalse(server.requests.contains { $0.path == "/post" }, "the server processed no POST")
+
+        // A PUT of a file after a GOAWAY: answered once, the whole file (a resend opens the file again).
+        _ = try await manager.get("/goaway")
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-goaway-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: file) }
+        let body = Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try body.write(to: file)
+        var put = URLRequest(url: server.url("/put"))
+        put.httpMethod = "PUT"
+        let uploaded: (URLResponse?, Error?) = try await awaitCallback { done in
+            manager.uploadTask(with: put, fromFile: file) { response, _, error in done((response, error)) }.resume()
+        }
+        XCTAssertNil(uploaded.1, "\(String(describing: uploaded.1))")
+        XCTAssertEqual((uploaded.0 as? HTTPURLResponse)?.statusCode, 200)
+        let puts = server.requests.filter { $0.path == "/put" }
+        XCTAssertEqual(puts.count, 1, "processed once")
+        XCTAssertEqual(puts.first?.body, body)
     }
 
     /// A request cut short over HTTP/2 ends on the wire at once: libcurl 7.88 keeps the stream's RST_STREAM in the

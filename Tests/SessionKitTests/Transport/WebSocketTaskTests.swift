@@ -154,13 +154,14 @@ final class WebSocketTaskTests: WebSocketTestCase {
         let server = try await startServer()
         let (manager, completions) = makeManager()
         let adaptations = CallCounter()
+        let task = manager.webSocketTask(with: server.url("/adapted"))
+        // The interceptor as it is when the task is resumed.
         manager.interceptor = Interceptor(adapt: { request, _ in
             adaptations.increment()
             var request = request
             request.setValue("Bearer adapted", forHTTPHeaderField: "Authorization")
             return request
         })
-        let task = manager.webSocketTask(with: server.url("/adapted"))
         task.resume()
         try await task.send(.string("x"))
         _ = try await task.receive()
@@ -175,7 +176,10 @@ final class WebSocketTaskTests: WebSocketTestCase {
         struct Refused: Error {}
         let server = try await startServer()
         let (manager, completions) = makeManager()
-        manager.interceptor = Interceptor(adapt: { _, _ in throw Refused() })
+        manager.interceptor = Interceptor(adapt: { _, _ in
+            try await Task.sleep(nanoseconds: 200_000_000)  // the receive below is made while it adapts
+            throw Refused()
+        })
         let refused = manager.webSocketTask(with: server.url("/refused"))
         refused.resume()
         let receive = try await receive(refused)
@@ -195,17 +199,23 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(
             (movedError as NSError?)?.domain, SessionKitError.sessionDomain, "\(String(describing: movedError))")
 
-        // A slow adapter, and the task cancelled meanwhile: it ends cancelled, and nothing connects afterwards.
+        // A slow adapter, and the task cancelled meanwhile: it ends cancelled, the adapter's Swift task is cancelled,
+        // and nothing connects afterwards.
+        let adapterCancelled = OnceBox<Bool>()
         manager.interceptor = Interceptor(adapt: { request, _ in
-            try? await Task.sleep(nanoseconds: 300_000_000)
+            try? await Task.sleep(nanoseconds: 2_000_000_000)
+            adapterCancelled.resolve(Task.isCancelled)
             return request
         })
         let cancelled = manager.webSocketTask(with: server.url("/cancelled"))
         cancelled.resume()
+        try await Task.sleep(nanoseconds: 100_000_000)
         cancelled.cancel()
         let cancelledError = try await awaitCompletion(of: cancelled, in: completions)
         XCTAssertEqual((cancelledError as? URLError)?.code, .cancelled)
-        try await Task.sleep(nanoseconds: 500_000_000)
+        let sawCancellation = try await adapterCancelled.value(timeout: 5, file: #filePath, line: #line)
+        XCTAssertTrue(sawCancellation, "the adapters' Swift task was cancelled with the WebSocket task")
+        try await Task.sleep(nanoseconds: 300_000_000)
         XCTAssertTrue(server.seen.upgrades.isEmpty, "no upgrade request reached the server")
     }
 

@@ -91,9 +91,6 @@ final class CurlTaskDriver: @unchecked Sendable {
     private let observed: Protected<Observed>
     /// The task's part in the configuration's HTTP cache; nil when the configuration has no `URLCache`.
     private var cache: CacheExchange?
-    /// The cache's refusal of the running transfer's response (a 304 for another representation), delivered as the
-    /// task's error when that transfer ends (delegate queue).
-    private var cacheFailure: URLError?
     /// The cache's background revalidation of a response served stale, while it runs.
     private var backgroundRevalidation: CacheExchange?
     /// The task's client identity, fixed from its first transfer on.
@@ -546,10 +543,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             // A redirect is decided when its transfer ends (its body is dropped), a challenge answered then.
             guard observed.write({ $0.machine.headArrived(response) }) == .deliver else { return }
             if cache?.wantsResponse(withFields: head.lines) == true, let http = response.httpResponse {
-                switch cacheReceived(http, of: task) {
-                case .success(let delivered): deliverHead(ReceivedResponse(delivered), of: task)
-                case .failure(let error): cacheFailure = error  // a 304 has no body: its transfer ends at once
-                }
+                deliverHead(ReceivedResponse(cacheReceived(http, of: task)), of: task)
             } else {
                 deliverHead(response, of: task)
             }
@@ -581,12 +575,6 @@ final class CurlTaskDriver: @unchecked Sendable {
         case .pinningReport(let report):
             sink.task(task, in: session, didFailPinning: report)
         case .end(let error):
-            if let failure = cacheFailure {
-                cacheFailure = nil
-                _ = observed.write { $0.machine.transferEnded(failed: true) }
-                _ = cache?.ended(response: nil, failed: true)
-                return finish(failure)
-            }
             switch observed.write({ $0.machine.transferEnded(failed: error != nil) }) {
             case .none:
                 break
@@ -619,11 +607,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - HTTP cache (delegate queue)
 
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
-    private func cacheReceived(
-        _ response: HTTPURLResponse, of task: URLSessionTask
-    ) -> Result<HTTPURLResponse, URLError> {
+    private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
-        let delivered = cache?.received(response, for: request) ?? .success(response)
+        let delivered = cache?.received(response, for: request) ?? response
         if let proposal = cache?.takeProposal() { approveAndStore(proposal, of: task) }
         return delivered
     }

@@ -764,12 +764,18 @@ final class CurlTransfer: @unchecked Sendable {
     /// handle again): libcurl failed it with `CURLE_HTTP2` on a connection it reused, before any response byte. libcurl
     /// 7.88 sends a request on an idle HTTP/2 connection whose GOAWAY it read, then fails it this way; the server never
     /// processed that stream (RFC 9113 6.8). Only a request that may go again: idempotent (RFC 9110 9.2.2), not sent
-    /// again before in this transfer, its body its own bytes (not a stream, which was read).
+    /// again before in this transfer, its body its own bytes or an upload's file (opened again; not a caller's stream,
+    /// which was read).
     func resendsOnNewConnection(after code: CURLcode) -> Bool {
         EngineThread.check("CurlTransfer.resendsOnNewConnection")
-        guard code == CURLE_HTTP2, mayResend, automaticResends == 0, !headStarted, bodyPipe == nil, bodyStream == nil,
-            reusedConnection
+        guard code == CURLE_HTTP2, mayResend, automaticResends == 0, !headStarted, bodyPipe == nil,
+            bodyStream == nil || bodyFile != nil, reusedConnection
         else { return false }
+        if let bodyFile {
+            guard let reopened = Self.stream(of: bodyFile, from: 0) else { return false }
+            bodyStream?.close()
+            bodyStream = reopened
+        }
         bodyOffset = 0
         // libcurl marked the connection that refused the stream for closing (it allows no new request): the transfer
         // goes on another one, which the others resent with it may share (no CURLOPT_FRESH_CONNECT, which would give

@@ -321,27 +321,19 @@ struct CacheEntry {
         response.value(forHTTPHeaderField: "ETag") != nil || response.value(forHTTPHeaderField: "Last-Modified") != nil
     }
 
-    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): its entity tag is not
-    /// the stored one (compared weakly, RFC 9110 8.8.3.2), or, when either lacks a tag, its `Last-Modified` is not the
-    /// stored one. A 304 without validators is taken for this entry (servers often leave them out).
+    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): both carry an entity
+    /// tag, and they differ (compared weakly, RFC 9110 8.8.3.2). A 304 without a tag is taken for this entry: servers
+    /// often leave validators out, and a `Last-Modified` alone differs between the nodes of one origin.
     func isContradicted(by notModified: HTTPURLResponse) -> Bool {
         func opaqueTag(_ value: String?) -> Substring? {
             guard let value else { return nil }
             let trimmed = value.trimmingCharacters(in: .whitespaces)[...]
             return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
         }
-        if let tag = opaqueTag(notModified.value(forHTTPHeaderField: "ETag")),
+        guard let tag = opaqueTag(notModified.value(forHTTPHeaderField: "ETag")),
             let stored = opaqueTag(response.value(forHTTPHeaderField: "ETag"))
-        {
-            return tag != stored
-        }
-        guard let modified = notModified.value(forHTTPHeaderField: "Last-Modified"),
-            let stored = response.value(forHTTPHeaderField: "Last-Modified")
         else { return false }
-        guard let modifiedDate = HTTPDate.parse(modified), let storedDate = HTTPDate.parse(stored) else {
-            return modified.trimmingCharacters(in: .whitespaces) != stored.trimmingCharacters(in: .whitespaces)
-        }
-        return modifiedDate != storedDate
+        return tag != stored
     }
 
     /// `request` made conditional on this entry's validators, or nil when it has none.

@@ -143,9 +143,9 @@ struct CacheExchange {
     /// response the task delivers (a 304 to its own revalidation becomes the stored response, updated); a storable one
     /// starts being kept. `request`: the request the transfer sent.
     ///
-    /// A 304 whose validators name another representation than the stored one (RFC 9111 4.3.4: it MUST NOT update
-    /// it) is an error: the stored response is dropped, so that the request sent again gets the whole response.
-    mutating func received(_ response: HTTPURLResponse, for request: URLRequest) -> Result<HTTPURLResponse, URLError> {
+    /// A 304 whose entity tag names another representation than the stored one (RFC 9111 4.3.4: it MUST NOT update
+    /// it) delivers the stored response unchanged, which is then dropped from the store.
+    mutating func received(_ response: HTTPURLResponse, for request: URLRequest) -> HTTPURLResponse {
         let request = sent ?? request
         // Credentials as sent: the request's own, a challenge's (in `sent`), or the URL's user.
         let authenticated = request.value(forHTTPHeaderField: "Authorization") != nil || request.url?.user != nil
@@ -153,23 +153,16 @@ struct CacheExchange {
         if [500, 502, 503, 504].contains(response.statusCode), let candidate, candidate.mayServeAfterError(at: now) {
             // stale-if-error: the stored response answers instead, and the error's body is dropped like a 304's.
             (confirmed, storesResponse) = (candidate, false)
-            return .success(candidate.servedResponse(at: now))
+            return candidate.servedResponse(at: now)
         }
         if response.statusCode == 304, let candidate, addedConditionals, candidate.isContradicted(by: response),
             let url = request.url
         {
+            // RFC 9111 4.3.4: it updates nothing. The stored response answers as it is (the server said the one asked
+            // about is current, as browsers read it), and is dropped, so that the next request gets the whole one.
             cache.invalidate(url)
-            (self.candidate, storesResponse) = (nil, false)
-            return .failure(
-                URLError(
-                    .badServerResponse,
-                    userInfo: [
-                        NSURLErrorFailingURLErrorKey: url,
-                        NSLocalizedDescriptionKey:
-                            "The server answered the cache's revalidation with 304 Not Modified for another "
-                            + "representation than the stored one (its ETag or Last-Modified differs); the stored "
-                            + "response was dropped, so the request sent again gets the whole response.",
-                    ]))
+            (confirmed, storesResponse) = (candidate, false)
+            return candidate.servedResponse(at: now)
         }
         if response.statusCode == 304, let candidate, addedConditionals,
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
@@ -178,14 +171,14 @@ struct CacheExchange {
             if updated.differs(from: candidate) {
                 proposal = Proposal(response: updated.cachedURLResponse, request: request)
             }
-            return .success(updated.response)
+            return updated.response
         }
         if storesResponse, CacheEntry.refusalToStore(response, for: request, authenticated: authenticated) == nil,
             response.expectedContentLength <= Int64(cache.maximumBodySize)
         {
             kept = (request, response, now, Data())
         }
-        return .success(response)
+        return response
     }
 
     /// The running transfer failed before its response head: the stale stored response that may answer instead

@@ -29,9 +29,10 @@ final class WebSocketDriver: @unchecked Sendable {
         /// Set when the manager refused the task (its session was invalidated), or its URL or fields cannot be
         /// sent: `resume()` and every operation fail with it, and the task completes with it, without connecting.
         var refusal: NSError?
-        /// The manager's request adapters, run on the upgrade request when the task is resumed: they return the
-        /// handshake to send, or throw to refuse it. Nil when the manager has no interceptor.
-        var adapt: (@Sendable () async throws -> WebSocketHandshake)? = nil
+        /// Asked when the task is resumed: the manager's request adapters as they are then, as the work that adapts
+        /// the upgrade request and returns the handshake to send (or throws to refuse it); nil when the manager has
+        /// no interceptor.
+        var adaptation: @Sendable () -> (@Sendable () async throws -> WebSocketHandshake)? = { nil }
     }
 
     typealias ReceiveHandler = @Sendable (Result<SessionWebSocketTask.Message, Error>) -> Void
@@ -60,7 +61,9 @@ final class WebSocketDriver: @unchecked Sendable {
         var suspended = false
         /// The error an adapter refused the upgrade request with: the task's error, as thrown.
         var adaptationError: Error?
-        /// The adaptation's Swift task, cancelled with the WebSocket task.
+        /// The adapters' work, from the resume to the `.adapt` action that runs it.
+        var adapt: (@Sendable () async throws -> WebSocketHandshake)?
+        /// The adaptation's Swift task while it runs, cancelled with the WebSocket task.
         var adaptation: Task<Void, Never>?
     }
 
@@ -131,8 +134,11 @@ final class WebSocketDriver: @unchecked Sendable {
 
     func resume() {
         if refuse(nil) { return }
-        let adapts = environment.adapt != nil
-        let actions = apply { $0.resume(adapts: adapts) }
+        let adapt = environment.adaptation()
+        let actions = apply(registering: { state in
+            if state.lifecycle.phase == .idle { state.adapt = adapt }
+            return 0
+        }) { lifecycle, _ in lifecycle.resume(adapts: adapt != nil) }
         var resumed = !actions.isEmpty
         if !resumed {
             // Started already: only a suspended task has something to resume (its stream's I/O).
@@ -168,7 +174,16 @@ final class WebSocketDriver: @unchecked Sendable {
     func cancel() {
         if refuse(nil) { return }
         apply { $0.cancel() }
-        state.write { $0.adaptation }?.cancel()
+        cancelEndedAdaptation()
+    }
+
+    /// Cancels the adapters' Swift task once the WebSocket task ended (cancelled or closed while adapting).
+    private func cancelEndedAdaptation() {
+        state.write { state -> Task<Void, Never>? in
+            guard state.lifecycle.phase == .closed else { return nil }
+            defer { state.adaptation = nil }
+            return state.adaptation
+        }?.cancel()
     }
 
     func close(code: Int, reason: Data?) {
@@ -177,6 +192,7 @@ final class WebSocketDriver: @unchecked Sendable {
         let raw = UInt16(clamping: max(0, code))
         let sendable = WebSocketMessageReader.isSendable(raw) ? raw : 1000
         apply { $0.close(code: sendable, reason: reason) }
+        cancelEndedAdaptation()
     }
 
     func send(_ message: SessionWebSocketTask.Message, handler: @escaping ErrorHandler) {
@@ -282,25 +298,40 @@ final class WebSocketDriver: @unchecked Sendable {
     private func perform(_ action: WebSocketLifecycle.Action) {
         switch action {
         case .adapt:
-            guard let adapt = environment.adapt else { return }
+            let adapt = state.write { state -> (@Sendable () async throws -> WebSocketHandshake)? in
+                defer { state.adapt = nil }
+                return state.adapt
+            }
+            guard let adapt else { return }
             let adaptation = Task { [self] in
+                defer { state.write { $0.adaptation = nil } }
                 do {
                     let handshake = try await adapt()
                     apply { $0.adapted(handshake) }
                 } catch {
+                    // Operations made meanwhile fail with a URLError saying why; the task with the adapter's own.
                     let failure =
                         error as? URLError
                         ?? URLError(
-                            .cancelled,
+                            .unknown,
                             userInfo: [
                                 NSLocalizedDescriptionKey: "A request adapter refused the WebSocket upgrade: \(error)",
                                 NSUnderlyingErrorKey: error,
                             ])
-                    state.write { if $0.lifecycle.phase == .adapting { $0.adaptationError = error } }
-                    apply { $0.adaptationFailed(failure) }
+                    // Under the lock of the transition: a cancel before it keeps its own error.
+                    apply(registering: { state in
+                        if state.lifecycle.phase == .adapting { state.adaptationError = error }
+                        return 0
+                    }) { lifecycle, _ in lifecycle.adaptationFailed(failure) }
                 }
             }
-            state.write { $0.adaptation = adaptation }
+            let ended = state.write { state -> Bool in
+                guard state.lifecycle.phase == .adapting else { return true }
+                state.adaptation = adaptation
+                return false
+            }
+            // Cancelled or closed before the task could be kept: nobody else will cancel it.
+            if ended { adaptation.cancel() }
         case .connect(let request):
             if secure { stream.startSecureConnection() }
             stream.resume()
