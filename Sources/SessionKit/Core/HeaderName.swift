@@ -1,5 +1,11 @@
 import Foundation
 
+extension UInt8 {
+    /// The byte with an ASCII letter A to Z lowercased, any other byte as it is: for comparing tokens without case
+    /// (Unicode's lowercasing would let a non-ASCII letter pass for one).
+    var asciiLowercased: UInt8 { (0x41...0x5A).contains(self) ? self | 0x20 : self }
+}
+
 extension String {
     /// Whether two HTTP header names are the same name: they are ASCII tokens, compared byte by byte without
     /// case. Foundation's `caseInsensitiveCompare` is locale-aware and costs tens of thousands of instructions per
@@ -7,12 +13,13 @@ extension String {
     /// cost about 2k instructions per response head).
     func equalsIgnoringASCIICase(_ other: String) -> Bool {
         guard utf8.count == other.utf8.count else { return false }
-        func lower(_ byte: UInt8) -> UInt8 { (65...90).contains(byte) ? byte | 0x20 : byte }
         var mine = self
         var theirs = other
         return mine.withUTF8 { mine in
             theirs.withUTF8 { theirs in
-                for index in 0..<mine.count where lower(mine[index]) != lower(theirs[index]) { return false }
+                for index in 0..<mine.count where mine[index].asciiLowercased != theirs[index].asciiLowercased {
+                    return false
+                }
                 return true
             }
         }

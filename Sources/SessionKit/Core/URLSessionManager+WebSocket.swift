@@ -157,7 +157,7 @@ extension URLSessionManager {
         extras: [(name: String, value: String)]
     ) throws -> WebSocketHandshake {
         guard let url = request.url, let adapted = WebSocketHandshake.endpoint(of: url), let endpoint,
-            adapted.host == endpoint.host, adapted.port == endpoint.port, adapted.secure == endpoint.secure
+            adapted == endpoint
         else {
             throw SessionKitError.session(
                 .invalidRequestField,

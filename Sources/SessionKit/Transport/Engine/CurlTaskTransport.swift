@@ -129,8 +129,9 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             identifier += 1
             return identifier
         }
+        let isUpload = source.isUpload
         let driver = CurlTaskDriver(
-            taskIdentifier: identifier, request: request, bodyFile: bodyFile, isUpload: source.isUpload,
+            taskIdentifier: identifier, request: request, bodyFile: bodyFile, isUpload: isUpload,
             expectedToSend: uploadLength ?? 0,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
@@ -145,7 +146,6 @@ final class CurlTaskTransport: TaskTransport, Sendable {
         case .download: task = CurlDownloadTask(driver: driver)
         case .refused: return nil
         }
-        let isUpload = task is URLSessionUploadTask
         // libcurl has no download machinery: the body is written to a file of the transport's own.
         var downloadSink: FileBodySink?
         if source.isDownload {

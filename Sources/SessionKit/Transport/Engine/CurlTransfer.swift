@@ -548,16 +548,19 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.bodyOffset = Int(offset)
             return 0
         }
-        guard let file = transfer.bodyFile, let reopened = CurlTransfer.stream(of: file, from: Int64(offset)) else {
-            return 2
-        }
-        transfer.bodyStream?.close()
-        transfer.bodyStream = reopened
-        return 0
+        return transfer.reopenBodyFile(at: Int64(offset)) ? 0 : 2
     }
 
-    /// The file at `url`, opened again and read up to `offset` (a local file: reading it never waits on the network);
-    /// nil when it cannot be opened or is shorter than `offset`.
+    /// Reads ``bodyFile`` again from `offset` (a local file: reading it never waits on the network), in place of the
+    /// stream read so far; false when there is no such file, or it cannot be opened or is shorter than `offset`.
+    private func reopenBodyFile(at offset: Int64) -> Bool {
+        guard let bodyFile, let reopened = Self.stream(of: bodyFile, from: offset) else { return false }
+        bodyStream?.close()
+        bodyStream = reopened
+        return true
+    }
+
+    /// The file at `url`, opened and read up to `offset`; nil when it cannot be opened or is shorter than `offset`.
     private static func stream(of url: URL, from offset: Int64) -> InputStream? {
         guard let stream = InputStream(url: url) else { return nil }
         stream.open()
@@ -771,11 +774,7 @@ final class CurlTransfer: @unchecked Sendable {
         guard code == CURLE_HTTP2, mayResend, automaticResends == 0, !headStarted, bodyPipe == nil,
             bodyStream == nil || bodyFile != nil, reusedConnection
         else { return false }
-        if let bodyFile {
-            guard let reopened = Self.stream(of: bodyFile, from: 0) else { return false }
-            bodyStream?.close()
-            bodyStream = reopened
-        }
+        if bodyFile != nil, !reopenBodyFile(at: 0) { return false }
         bodyOffset = 0
         // libcurl marked the connection that refused the stream for closing (it allows no new request): the transfer
         // goes on another one, which the others resent with it may share (no CURLOPT_FRESH_CONNECT, which would give

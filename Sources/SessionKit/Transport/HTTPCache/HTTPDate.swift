@@ -125,15 +125,12 @@ enum HTTPDate {
 
         var atEnd: Bool { index == bytes.count }
 
-        /// An ASCII letter in lower case, any other byte as it is.
-        static func lowered(_ byte: UInt8) -> UInt8 { (0x41...0x5A).contains(byte) ? byte | 0x20 : byte }
-
         /// Consumes `literal` if the bytes continue with it (letters in any case).
         mutating func take(_ literal: StaticString) -> Bool {
             let count = literal.utf8CodeUnitCount
             guard bytes.count - index >= count else { return false }
             let matches = literal.withUTF8Buffer { literal in
-                (0..<count).allSatisfy { Self.lowered(bytes[index + $0]) == Self.lowered(literal[$0]) }
+                (0..<count).allSatisfy { bytes[index + $0].asciiLowercased == literal[$0].asciiLowercased }
             }
             if matches { index += count }
             return matches
@@ -169,15 +166,15 @@ enum HTTPDate {
         mutating func name(in names: [[UInt8]]) -> Int? {
             var found: (index: Int, length: Int)?
             for (position, name) in names.enumerated() where bytes.count - index >= name.count {
-                let matches = bytes[index..<index + name.count].lazy.map(Self.lowered).elementsEqual(
-                    name.lazy.map(Self.lowered))
+                let matches = bytes[index..<index + name.count].lazy.map(\.asciiLowercased).elementsEqual(
+                    name.lazy.map(\.asciiLowercased))
                 if matches, name.count > (found?.length ?? 0) {
                     found = (position, name.count)
                 }
             }
             guard let found else { return nil }
             // A short day name followed by more letters is a long one or nothing: "Sunday" is not "Sun" + "day".
-            if found.length == 3, bytes.count > index + 3, (0x61...0x7A).contains(Self.lowered(bytes[index + 3])) {
+            if found.length == 3, bytes.count > index + 3, (0x61...0x7A).contains(bytes[index + 3].asciiLowercased) {
                 return nil
             }
             index += found.length

@@ -208,7 +208,7 @@ struct WebSocketHandshake: Sendable {
     /// `text` with only the ASCII letters A to Z lowercased, for comparing tokens without case: Unicode's lowercasing
     /// would let a non-ASCII letter pass for one (KELVIN SIGN U+212A becomes `k`).
     static func asciiLowercased(_ text: String) -> String {
-        String(decoding: text.utf8.map { (0x41...0x5A).contains($0) ? $0 | 0x20 : $0 }, as: UTF8.self)
+        String(decoding: text.utf8.map(\.asciiLowercased), as: UTF8.self)
     }
 
     private static func error(_ description: String, _ response: HTTPURLResponse? = nil) -> URLError {

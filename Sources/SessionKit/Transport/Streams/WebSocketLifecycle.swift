@@ -203,9 +203,7 @@ struct WebSocketLifecycle {
         case .idle, .adapting, .handshaking:
             closeCode = code
             closeReason = reason
-            return end(
-                Self.error(.cancelled, "The WebSocket task was cancelled."), then: phase == .handshaking ? [.abort] : []
-            )
+            return cancel()
         case .open:
             closeCode = code
             closeReason = reason
