@@ -94,7 +94,7 @@ extension URLSessionManager {
                 timeout: configuration.timeoutIntervalForRequest,
                 environment: .init(
                     sink: sink, session: session, delegateQueue: delegateDispatchQueue,
-                    cookieStorage: configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil,
+                    cookies: CookieJar(configuration),
                     refusal: refusal, adaptation: adaptation))
             let made = SessionWebSocketTask(driver: driver)
             if refusal == nil { registry.add(made) }
@@ -136,11 +136,10 @@ extension URLSessionManager {
         var fields = configuration.additionalHeaderFields.sorted(by: { $0.key < $1.key }).map {
             (name: $0.key, value: $0.value)
         }
-        if request.httpShouldHandleCookies, configuration.httpShouldSetCookies,
-            let storage = configuration.httpCookieStorage, let url = WebSocketDriver.httpURL(for: request.url),
-            let cookies = storage.cookies(for: url), !cookies.isEmpty
+        if request.httpShouldHandleCookies, let jar = CookieJar(configuration),
+            let url = WebSocketDriver.httpURL(for: request.url), let cookies = jar.header(for: url)
         {
-            for (name, value) in HTTPCookie.requestHeaderFields(with: cookies) { fields.append((name, value)) }
+            fields.append(("Cookie", cookies))
         }
         if let url = request.url, let user = url.user {
             let password = url.password ?? ""

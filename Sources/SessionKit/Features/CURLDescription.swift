@@ -48,8 +48,9 @@ extension URLRequest {
             arguments += ["-H", Self.quoted("\(field): \(shown)")]
         }
         var cookieHeader = value(forHTTPHeaderField: "Cookie")
-        if cookieHeader == nil, httpShouldHandleCookies, let stored = cookies?.cookies(for: url), !stored.isEmpty {
-            cookieHeader = stored.map { "\($0.name)=\($0.value)" }.joined(separator: "; ")
+        if cookieHeader == nil, httpShouldHandleCookies, let cookies {
+            // The cookies the curl transport would send (RFC 6265 5.4), in its order.
+            cookieHeader = CookieJar(storage: cookies).header(for: url)
         }
         if let cookieHeader {
             arguments += [

@@ -10,7 +10,8 @@ struct CurlSessionSettings: @unchecked Sendable {
     // @unchecked Sendable: immutable after `init`; the cookie and credential storages are Foundation's thread-safe
     // shared stores.
     let additionalHeaders: [String: String]
-    let cookieStorage: HTTPCookieStorage?
+    /// The configuration's cookie storage under RFC 6265's rules; nil when the configuration sets no cookies.
+    let cookies: CookieJar?
     let idleTimeout: TimeInterval
     let resourceTimeout: TimeInterval
     let maximumConnectionsPerHost: Int
@@ -23,7 +24,7 @@ struct CurlSessionSettings: @unchecked Sendable {
 
     init(_ configuration: URLSessionConfiguration) {
         additionalHeaders = configuration.additionalHeaderFields
-        cookieStorage = configuration.httpShouldSetCookies ? configuration.httpCookieStorage : nil
+        cookies = CookieJar(configuration)
         idleTimeout = configuration.timeoutIntervalForRequest
         resourceTimeout = configuration.timeoutIntervalForResource
         maximumConnectionsPerHost = configuration.httpMaximumConnectionsPerHost

@@ -304,16 +304,11 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
         let asked = request
         var request = request
-        let cookieStorage = request.httpShouldHandleCookies ? settings.cookieStorage : nil
         var addedCookies = false
-        // An empty store is not asked for the URL's cookies: Foundation parses the URL's host for that, about 4k
-        // instructions per request, to find nothing.
-        if let cookieStorage, let url = request.url, request.value(forHTTPHeaderField: "Cookie") == nil,
-            cookieStorage.cookies?.isEmpty == false, let cookies = cookieStorage.cookies(for: url), !cookies.isEmpty
+        if request.httpShouldHandleCookies, let jar = settings.cookies, let url = request.url,
+            request.value(forHTTPHeaderField: "Cookie") == nil, let cookies = jar.header(for: url)
         {
-            for (field, value) in HTTPCookie.requestHeaderFields(with: cookies) {
-                request.setValue(value, forHTTPHeaderField: field)
-            }
+            request.setValue(cookies, forHTTPHeaderField: "Cookie")
             addedCookies = true
         }
         /// The task's current request, which the next transfer (a redirect, a challenge's round) starts from: without
@@ -667,11 +662,8 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     private func storeCookies(_ lines: [(String, String)], for url: URL) {
         let request = observed.read { $0.currentRequest }
-        guard request.httpShouldHandleCookies, let storage = environment.settings.cookieStorage else { return }
-        for (name, value) in lines where name.equalsIgnoringASCIICase("Set-Cookie") {
-            let cookies = HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url)
-            storage.setCookies(cookies, for: url, mainDocumentURL: nil)
-        }
+        guard request.httpShouldHandleCookies, let jar = environment.settings.cookies else { return }
+        jar.store(lines.compactMap { $0.0.equalsIgnoringASCIICase("Set-Cookie") ? $0.1 : nil }, from: url)
     }
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.

@@ -25,7 +25,7 @@ final class WebSocketDriver: @unchecked Sendable {
         /// The serial queue under the manager's delegate `OperationQueue`.
         let delegateQueue: DispatchQueue
         /// Where `Set-Cookie` fields of the server's 101 go; nil when the configuration does not set cookies.
-        let cookieStorage: HTTPCookieStorage?
+        let cookies: CookieJar?
         /// Set when the manager refused the task (its session was invalidated), or its URL or fields cannot be
         /// sent: `resume()` and every operation fail with it, and the task completes with it, without connecting.
         var refusal: NSError?
@@ -408,7 +408,7 @@ final class WebSocketDriver: @unchecked Sendable {
     private func deliver(_ action: WebSocketLifecycle.Action) {
         switch action {
         case .opened(let accepted):
-            storeCookies(of: accepted.response)
+            storeCookies(of: accepted)
             if let task {
                 environment.sink.webSocketTask(
                     task, in: environment.session, didOpenWithProtocol: accepted.negotiatedProtocol)
@@ -441,18 +441,11 @@ final class WebSocketDriver: @unchecked Sendable {
         environment.sink.task(task, in: environment.session, didCompleteWithError: error)
     }
 
-    private func storeCookies(of response: HTTPURLResponse) {
-        guard request.httpShouldHandleCookies, let storage = environment.cookieStorage,
+    private func storeCookies(of accepted: WebSocketHandshake.Accepted) {
+        guard request.httpShouldHandleCookies, let jar = environment.cookies,
             let url = WebSocketDriver.httpURL(for: request.url)
         else { return }
-        for (name, value) in response.allHeaderFields {
-            guard let name = name as? String, name.caseInsensitiveCompare("Set-Cookie") == .orderedSame,
-                let value = value as? String
-            else { continue }
-            storage.setCookies(
-                HTTPCookie.cookies(withResponseHeaderFields: ["Set-Cookie": value], for: url), for: url,
-                mainDocumentURL: nil)
-        }
+        jar.store(accepted.setCookies, from: url)
     }
 
     /// The `http`/`https` URL of a `ws`/`wss` one: where its cookies live.

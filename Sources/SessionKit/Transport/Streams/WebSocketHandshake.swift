@@ -34,6 +34,9 @@ struct WebSocketHandshake: Sendable {
         let response: HTTPURLResponse
         let negotiatedProtocol: String?
         var deflate: WebSocketDeflateParameters? = nil
+        /// The values of the response's `Set-Cookie` lines, one cookie each (the response's `allHeaderFields` joins
+        /// them with commas, which a cookie's value may hold).
+        var setCookies: [String] = []
     }
 
     /// Header fields only the handshake itself sets: a caller's copy would contradict or repeat it.
@@ -199,7 +202,10 @@ struct WebSocketHandshake: Sendable {
         guard let response else {
             return .failure(Self.error("The server's answer to the WebSocket upgrade cannot be represented."))
         }
-        return .success(Accepted(response: response, negotiatedProtocol: chosen.first, deflate: deflate))
+        return .success(
+            Accepted(
+                response: response, negotiatedProtocol: chosen.first, deflate: deflate,
+                setCookies: values("Set-Cookie")))
     }
 
     /// HTTP's optional whitespace (RFC 9110 5.6.3): space and horizontal tab, not Unicode's other spaces.

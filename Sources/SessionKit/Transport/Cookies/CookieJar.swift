@@ -1,0 +1,174 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// What the curl transport does with cookies: RFC 6265's storage model (5.3) for the `Set-Cookie` fields of a
+/// response, and its choice of the cookies a request sends (5.4), over the configuration's `HTTPCookieStorage`.
+///
+/// The storage stays Foundation's (callers read and add cookies through it as with URLSession), but its parsing and
+/// matching on Linux are not used: they ignore `Max-Age` (a `Max-Age=0` deletion stored an empty cookie), split a
+/// value at commas, accept a `Domain` the host is not in (a cookie for `evil.com` from `www.example.com`, or for all
+/// of `.com`), send a `Secure` cookie over plain HTTP, and let a cookie for `/a` go to `/ab`. Here:
+/// - A `Domain` attribute must be the host or a domain the host is in, and not a top-level domain alone (without a
+///   public-suffix list, a name without a dot stands for one); an IP address takes no `Domain` but itself.
+/// - Without a `Path`, the path is the request path's directory (`/a/b` for `/a/b/c`).
+/// - A cookie that expired (`Max-Age=0`, an `Expires` in the past) deletes the stored one of the same name, domain and
+///   path, and is not stored.
+/// - A plain-HTTP response cannot set a `Secure` (or `__Secure-`, `__Host-`) cookie (RFC 6265bis 5.7).
+/// - A request gets the cookies whose domain and path it matches, `Secure` ones only over TLS, unexpired, longest path
+///   first, then oldest first.
+///
+/// The storage's and the configuration's accept policies are honoured: `.never` stores nothing.
+struct CookieJar {
+    /// Schemes whose requests go over TLS.
+    private static let secureSchemes: Set<String> = ["https", "wss", "https+unix"]
+    private static let httpOnlyKey = HTTPCookiePropertyKey("HttpOnly")
+
+    let storage: HTTPCookieStorage
+    /// The configuration's `httpCookieAcceptPolicy`.
+    var acceptPolicy: HTTPCookie.AcceptPolicy = .always
+
+    /// The jar over `storage`, accepting as `acceptPolicy` says (and as the storage's own policy says).
+    init(storage: HTTPCookieStorage, acceptPolicy: HTTPCookie.AcceptPolicy = .always) {
+        self.storage = storage
+        self.acceptPolicy = acceptPolicy
+    }
+
+    /// The jar of `configuration`'s cookie storage and accept policy; nil when it sets no cookies.
+    init?(_ configuration: URLSessionConfiguration) {
+        guard configuration.httpShouldSetCookies, let storage = configuration.httpCookieStorage else { return nil }
+        self.init(storage: storage, acceptPolicy: configuration.httpCookieAcceptPolicy)
+    }
+
+    /// Stores the cookies of a response's `Set-Cookie` field values (one cookie each), received for `url`.
+    func store(_ fieldValues: [String], from url: URL, now: Date = Date()) {
+        guard !fieldValues.isEmpty, acceptPolicy != .never, storage.cookieAcceptPolicy != .never,
+            let host = Self.host(of: url)
+        else { return }
+        let secure = Self.isSecure(url)
+        for fieldValue in fieldValues {
+            guard let cookie = SetCookie(fieldValue, now: now), cookie.mayBeSet(fromSecureOrigin: secure),
+                let domain = Self.domain(of: cookie, host: host)
+            else { continue }
+            let path = cookie.path ?? Self.defaultPath(of: url)
+            let stored = storage.cookies ?? []
+            // A plain-HTTP response leaves a secure cookie of the same name alone where the two could meet
+            // (RFC 6265bis 5.7, step 16).
+            if !secure,
+                stored.contains(where: {
+                    $0.isSecure && $0.name == cookie.name
+                        && (Self.domainMatches(domain.bare, $0.bareDomain)
+                            || Self.domainMatches($0.bareDomain, domain.bare))
+                        && Self.pathMatches(path, $0.path)
+                })
+            {
+                continue
+            }
+            for old in stored where old.name == cookie.name && old.bareDomain == domain.bare && old.path == path {
+                storage.deleteCookie(old)
+            }
+            if let expiry = cookie.expiry, expiry <= now { continue }
+            var properties: [HTTPCookiePropertyKey: Any] = [
+                .name: cookie.name, .value: cookie.value, .domain: domain.stored, .path: path,
+            ]
+            if let expiry = cookie.expiry { properties[.expires] = expiry } else { properties[.discard] = "TRUE" }
+            if cookie.isSecure { properties[.secure] = "TRUE" }
+            if cookie.isHTTPOnly { properties[Self.httpOnlyKey] = "TRUE" }
+            if let made = HTTPCookie(properties: properties) { storage.setCookie(made) }
+        }
+    }
+
+    /// The `Cookie` field a request to `url` sends, or nil when no stored cookie is for it.
+    func header(for url: URL, now: Date = Date()) -> String? {
+        guard let stored = storage.cookies, !stored.isEmpty, let host = Self.host(of: url) else { return nil }
+        let secure = Self.isSecure(url)
+        let path = Self.requestPath(of: url)
+        let chosen = stored.filter { cookie in
+            if let expiry = cookie.expiresDate, expiry <= now { return false }
+            if cookie.isSecure && !secure { return false }
+            let domain = cookie.domain.lowercased()
+            let domainOK =
+                domain.hasPrefix(".") ? Self.domainMatches(host, String(domain.dropFirst())) : host == domain
+            return domainOK && Self.pathMatches(path, cookie.path)
+        }
+        guard !chosen.isEmpty else { return nil }
+        let ordered = chosen.enumerated().sorted { first, second in
+            let (a, b) = (first.element, second.element)
+            if a.path.utf8.count != b.path.utf8.count { return a.path.utf8.count > b.path.utf8.count }
+            let (createdA, createdB) = (a.created, b.created)
+            return createdA != createdB ? createdA < createdB : first.offset < second.offset
+        }
+        return ordered.map { "\($0.element.name)=\($0.element.value)" }.joined(separator: "; ")
+    }
+
+    // MARK: - RFC 6265's rules
+
+    /// The cookie's domain as stored (`.example.com` for a domain cookie, the host itself for a host-only one) and
+    /// without its dot; nil when the cookie must be ignored (5.3, steps 4–6).
+    private static func domain(of cookie: SetCookie, host: String) -> (stored: String, bare: String)? {
+        guard let attribute = cookie.domain else { return (host, host) }
+        // A name without a dot stands for a public suffix: only its own host may name it, and then as host-only.
+        if !attribute.contains(".") {
+            return attribute == host ? (host, host) : nil
+        }
+        guard domainMatches(host, attribute) else { return nil }
+        return isIPAddress(host) ? (host, host) : ("." + attribute, attribute)
+    }
+
+    /// Whether `host` domain-matches `domain` (5.1.3): the same, or a name within it that is not an IP address.
+    static func domainMatches(_ host: String, _ domain: String) -> Bool {
+        if host == domain { return true }
+        return host.hasSuffix("." + domain) && !isIPAddress(host)
+    }
+
+    /// Whether `requestPath` path-matches `cookiePath` (5.1.4): `/a` matches `/a` and `/a/b`, not `/ab`.
+    static func pathMatches(_ requestPath: String, _ cookiePath: String) -> Bool {
+        guard requestPath.hasPrefix(cookiePath) else { return false }
+        if requestPath.utf8.count == cookiePath.utf8.count || cookiePath.hasSuffix("/") { return true }
+        return requestPath.utf8.dropFirst(cookiePath.utf8.count).first == UInt8(ascii: "/")
+    }
+
+    /// The default path of a cookie set by a response for `url` (5.1.4): the request path up to its last `/`, or `/`.
+    static func defaultPath(of url: URL) -> String {
+        let path = requestPath(of: url)
+        guard let lastSlash = path.lastIndex(of: "/"), lastSlash != path.startIndex else { return "/" }
+        return String(path[..<lastSlash])
+    }
+
+    /// The URL's path as it went on the wire (percent-encoded), `/` when it has none.
+    private static func requestPath(of url: URL) -> String {
+        let path = url.path(percentEncoded: true)
+        return path.hasPrefix("/") ? path : "/"
+    }
+
+    /// The URL's host, lowercased; nil when it has none.
+    private static func host(of url: URL) -> String? {
+        guard let host = url.host, !host.isEmpty else { return nil }
+        return String(decoding: host.utf8.map(\.asciiLowercased), as: UTF8.self)
+    }
+
+    private static func isSecure(_ url: URL) -> Bool {
+        secureSchemes.contains(url.scheme?.lowercased() ?? "")
+    }
+
+    private static func isIPAddress(_ host: String) -> Bool {
+        var address = in_addr()
+        return host.contains(":") || inet_pton(AF_INET, host, &address) == 1
+    }
+}
+
+extension HTTPCookie {
+    /// The cookie's domain, lowercased, without the leading dot of a domain cookie.
+    fileprivate var bareDomain: String {
+        let domain = self.domain.lowercased()
+        return domain.hasPrefix(".") ? String(domain.dropFirst()) : domain
+    }
+
+    /// When the cookie was made (Foundation's `Created` property, seconds since 2001), for the order in which
+    /// cookies of one path length are sent.
+    fileprivate var created: Double {
+        (properties?[HTTPCookiePropertyKey("Created")] as? Double) ?? 0
+    }
+}
