@@ -20,7 +20,7 @@ DOCS_DIR ?= .build-docs
 TRAITS := --traits OpenAPI
 
 FUZZ_TARGETS ?= http json xml plist compound decodable archive head trailer date cache challenge websocket utf8 sse \
-  deflate
+  deflate cookie
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD := .build-fuzz
 

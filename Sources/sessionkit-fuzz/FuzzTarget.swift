@@ -13,11 +13,11 @@ import Foundation
 /// (`head`, `trailer`, `date`, `cache`, `challenge`) are checked for properties, not only for crashes: a broken
 /// property stops the process like a crash, so libFuzzer keeps the input.
 ///
-/// Adding a parser is one case here and one line in ``run(_:)``; `websocket`, `utf8`, `sse` and `deflate` joined that
-/// way.
+/// Adding a parser is one case here and one line in ``run(_:)``; `websocket`, `utf8`, `sse`, `deflate` and `cookie`
+/// joined that way.
 enum FuzzTarget: String, CaseIterable {
     case http, json, xml, plist, compound, decodable, archive
-    case head, trailer, date, cache, challenge, websocket, utf8, sse, deflate
+    case head, trailer, date, cache, challenge, websocket, utf8, sse, deflate, cookie
 
     /// The target of this process (set once from the command line, before fuzzing starts).
     nonisolated(unsafe) static var selected: FuzzTarget = .json
@@ -81,6 +81,7 @@ enum FuzzTarget: String, CaseIterable {
         case .utf8: return NetworkParserProperties.utf8(input)
         case .sse: return NetworkParserProperties.serverSentEvents(input)
         case .deflate: return NetworkParserProperties.deflate(input)
+        case .cookie: return NetworkParserProperties.cookie(input)
         default: break
         }
         if self == .archive {
@@ -129,7 +130,7 @@ enum FuzzTarget: String, CaseIterable {
             _ = try? compound.responseObject(for: response, data: body)
         case .decodable:
             _ = try? DecodableResponseSerializer(FuzzDocument.self).responseObject(for: response, data: body)
-        case .archive, .head, .trailer, .date, .cache, .challenge, .websocket, .utf8, .sse, .deflate:
+        case .archive, .head, .trailer, .date, .cache, .challenge, .websocket, .utf8, .sse, .deflate, .cookie:
             break
         }
     }

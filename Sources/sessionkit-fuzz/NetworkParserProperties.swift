@@ -270,4 +270,44 @@ enum NetworkParserProperties {
             fail("\(parsed.printed) read back as \(again.scheme) \(String(describing: again.realm))", input)
         }
     }
+
+    /// Cookies (RFC 6265): a cookie read from a `Set-Cookie` value has a name, no `;` and no control character in its
+    /// name or value, 4096 bytes at most, and no `=` in its name; an `Expires` date read is within 1601…9999 and reads
+    /// back from its IMF-fixdate; the `Cookie` field sent after the input's lines (one `Set-Cookie` value each) holds
+    /// no CR, LF or NUL, and only pairs those lines set.
+    static func cookie(_ input: Data) {
+        let text = String(decoding: input, as: UTF8.self)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        var parsed: Set<String> = []
+        for line in lines {
+            guard let cookie = ParserProbes.setCookie(line, now: now) else { continue }
+            let (name, value) = (cookie.name, cookie.value)
+            if name.isEmpty || name.contains("=") || (name + value).contains(";") {
+                fail("cookie \(name.debugDescription)=\(value.debugDescription)", input)
+            }
+            if (name + value).utf8.contains(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F })
+                || name.utf8.count + value.utf8.count > 4096
+            {
+                fail("cookie with a control character or over 4096 bytes", input)
+            }
+            parsed.insert("\(name)=\(value)")
+        }
+        if let date = ParserProbes.cookieDate(text) {
+            let seconds = date.timeIntervalSince1970
+            // 1601-01-01 and 10000-01-01.
+            if seconds < -11_644_473_600 || seconds >= 253_402_300_800 { fail("cookie date \(date)", input) }
+            if seconds >= 0, ParserProbes.cookieDate(ParserProbes.imfFixdate(date)) != date {
+                fail("cookie date \(date) does not read back", input)
+            }
+        }
+        let origin = URL(string: "https://www.example.com/a/b") ?? URL(fileURLWithPath: "/")
+        guard let header = ParserProbes.cookieHeader(after: lines, from: origin, to: origin, now: now) else { return }
+        if header.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
+            fail("Cookie field \(header.debugDescription)", input)
+        }
+        // Values may hold "; " themselves only if a pair did, which the parse forbids: split and look each up.
+        for pair in header.components(separatedBy: "; ") where !parsed.contains(pair) {
+            fail("Cookie pair \(pair.debugDescription) that no line set", input)
+        }
+    }
 }

@@ -208,4 +208,30 @@ import Foundation
             control.maxStale, CacheEntry.refusalToStore(response, for: request, authenticated: false) == nil
         )
     }
+
+    /// One `Set-Cookie` field value as the curl transport reads it (RFC 6265 5.2): the cookie's name, value and
+    /// expiry, or nil when the value holds no cookie.
+    public static func setCookie(_ fieldValue: String, now: Date) -> (name: String, value: String, expiry: Date?)? {
+        SetCookie(fieldValue, now: now).map { ($0.name, $0.value, $0.expiry) }
+    }
+
+    /// An `Expires` date as the curl transport reads it (RFC 6265 5.1.1).
+    public static func cookieDate(_ text: String) -> Date? {
+        CookieDate.parse(text)
+    }
+
+    /// One storage the cookie probe reuses (emptied before each use: the fuzzer runs one input at a time).
+    nonisolated(unsafe) private static let cookieStorage = HTTPCookieStorage.sharedCookieStorage(
+        forGroupContainerIdentifier: "sessionkit.fuzz.cookies")
+
+    /// The `Cookie` field a request to `target` sends after a response from `origin` set `fieldValues`, from an empty
+    /// store.
+    public static func cookieHeader(after fieldValues: [String], from origin: URL, to target: URL, now: Date) -> String?
+    {
+        cookieStorage.removeCookies(since: .distantPast)
+        for cookie in cookieStorage.cookies ?? [] { cookieStorage.deleteCookie(cookie) }
+        let jar = CookieJar(storage: cookieStorage)
+        jar.store(fieldValues, from: origin, now: now)
+        return jar.header(for: target, now: now)
+    }
 }

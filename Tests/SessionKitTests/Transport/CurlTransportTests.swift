@@ -177,6 +177,39 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertLessThanOrEqual(server.connectionCount, 2)
     }
 
+    /// RFC 9110 15.4: only a POST answered by a 301 or 302, and anything but a GET or HEAD answered by a 303, becomes
+    /// a GET without its body and the fields that describe it; a PUT, DELETE or PATCH answered by a 301 or 302 is sent
+    /// again as itself, with its body (it was turned into a GET the caller never asked for).
+    func testRedirectsChangeTheMethodOnlyWhereRFC9110AllowsIt() async throws {
+        let manager = URLSessionManager(sessionConfiguration: .ephemeral)
+        manager.transport = .curl
+        let body = Data("the body".utf8)
+        let cases: [(method: String, status: Int, sent: String, keepsBody: Bool)] = [
+            ("PUT", 301, "PUT", true), ("DELETE", 302, "DELETE", true), ("PATCH", 301, "PATCH", true),
+            ("POST", 301, "GET", false), ("POST", 302, "GET", false), ("POST", 307, "POST", true),
+            ("PUT", 308, "PUT", true), ("PUT", 303, "GET", false), ("POST", 303, "GET", false),
+        ]
+        for (method, status, sent, keepsBody) in cases {
+            server.clearRequests()
+            var request = URLRequest(url: server.url("/redirect-to?url=/anything&status_code=\(status)"))
+            request.httpMethod = method
+            request.httpBody = body
+            request.setValue("text/plain", forHTTPHeaderField: "Content-Type")
+            request.setValue("en", forHTTPHeaderField: "Content-Language")
+            let error: Error? = try await awaitCallback { done in
+                manager.dataTask(with: request) { _, _, error in done(error) }.resume()
+            }
+            let label = "\(method) answered by \(status)"
+            XCTAssertNil(error, label)
+            let last = try XCTUnwrap(server.requests.last, label)
+            XCTAssertEqual(last.path, "/anything", label)
+            XCTAssertEqual(last.method, sent, label)
+            XCTAssertEqual(last.body, keepsBody ? body : Data(), label)
+            XCTAssertEqual(last.header("Content-Type"), keepsBody ? "text/plain" : nil, label)
+            XCTAssertEqual(last.header("Content-Language"), keepsBody ? "en" : nil, label)
+        }
+    }
+
     func testRedirectsFollowLimitCycleAndTheManagersClosure() async throws {
         let manager = makeManager(transport: .curl)
         let followed = try await manager.get("/redirect/3")

@@ -46,14 +46,11 @@ struct RedirectState {
 
         var next = request
         next.url = target
-        let method = (request.httpMethod ?? "GET").uppercased()
-        let keepsMethod = [307, 308].contains(response.statusCode) || (method == "GET" || method == "HEAD")
-        if !keepsMethod || (response.statusCode == 303 && method != "HEAD") {
+        if Self.becomesGET(method: request.httpMethod ?? "GET", status: response.statusCode) {
             next.httpMethod = "GET"
             next.httpBody = nil
             next.httpBodyStream = nil
-            next.setValue(nil, forHTTPHeaderField: "Content-Type")
-            next.setValue(nil, forHTTPHeaderField: "Content-Length")
+            for field in Self.bodyFields { next.setValue(nil, forHTTPHeaderField: field) }
         }
         if Self.origin(of: target) != Self.origin(of: current) {
             next.setValue(nil, forHTTPHeaderField: "Authorization")
@@ -63,6 +60,25 @@ struct RedirectState {
             return failure(.httpTooManyRedirects, "The redirects form a cycle.")
         }
         return .success(next)
+    }
+
+    /// The fields that describe a body, dropped with it (Fetch's request-body-header names, and the length).
+    private static let bodyFields = [
+        "Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location",
+    ]
+
+    /// Whether the request after a `status` redirect of a `method` request is a GET without a body: a POST answered
+    /// by a 301 or 302 (RFC 9110 15.4.2 and 15.4.3 allow it "for historical reasons", and every browser and libcurl do
+    /// it), and anything but a GET or HEAD answered by a 303 (RFC 9110 15.4.4). Any other method keeps its method and
+    /// body: a DELETE or PUT answered by a 301 or 302 is sent again as itself, as RFC 9110 and Fetch say, not turned
+    /// into a GET the caller never asked for.
+    static func becomesGET(method: String, status: Int) -> Bool {
+        let method = method.uppercased()
+        switch status {
+        case 301, 302: return method == "POST"
+        case 303: return method != "GET" && method != "HEAD"
+        default: return false
+        }
     }
 
     private static func key(_ request: URLRequest) -> String {
