@@ -25,9 +25,10 @@ struct EventStreamLifecycle: Sendable {
         case read
         /// 204 No Content: the server asks the client not to reconnect; the sequence ends without an error.
         case end
-        /// A status other than 2xx: the sequence ends with the status's error.
+        /// A status other than 200 (or 204): the sequence ends with the status's error, as the WHATWG's "fail the
+        /// connection" says of any other status, 201 and 205 included.
         case refuseStatus
-        /// A 2xx that is not `text/event-stream`: the sequence ends with a content-type error.
+        /// A 200 that is not `text/event-stream`: the sequence ends with a content-type error.
         case refuseContentType
     }
 
@@ -68,7 +69,7 @@ struct EventStreamLifecycle: Sendable {
         let verdict: Verdict
         if status == 204 {
             verdict = .end
-        } else if !(200..<300).contains(status) {
+        } else if status != 200 {
             verdict = .refuseStatus
         } else if !Self.isEventStream(contentType) {
             verdict = .refuseContentType

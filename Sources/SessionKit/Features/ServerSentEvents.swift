@@ -24,8 +24,9 @@ import Foundation
 ///   sending `Last-Event-ID` with the last event ID, so that the server resumes after the last event delivered. An
 ///   event whose blank line had not arrived when the connection dropped is not delivered; the server sends it again.
 ///   Waits are capped at one hour.
-/// - **Ends.** A 204 response ends the sequence without an error. A status other than 2xx throws
-///   ``SessionKitError/Kind-swift.enum/unacceptableStatusCode(_:)``, a 2xx that is not `text/event-stream` throws
+/// - **Ends.** A 204 response ends the sequence without an error. Any other status but 200 (a 201 or 205 too, as the
+///   WHATWG's processing model says) throws ``SessionKitError/Kind-swift.enum/unacceptableStatusCode(_:)``, a 200
+///   that is not `text/event-stream` throws
 ///   ``SessionKitError/Kind-swift.enum/responseSerializationFailed(_:)`` with `.cannotDecodeContentData`; both carry
 ///   the response and up to 64 KiB of its body, and neither is retried.
 /// - **Failures.** A transport error (refused connection, timeout, dropped connection) is retried by reconnecting. A

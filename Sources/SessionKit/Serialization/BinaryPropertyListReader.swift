@@ -6,13 +6,24 @@ import Foundation
 /// by `make fuzz`, input kept in `Fuzz/regressions/plist/`), and its error paths leak memory on every malformed
 /// input. This reader checks every offset, count and reference against the bounds, refuses cycles and nesting
 /// deeper than ``maximumDepth``, and builds each object once (shared references reuse it), so any bytes give an
-/// object or an error in time and memory proportional to the input.
+/// object or an error in time and memory proportional to the input. What a caller then walks is bounded too: a
+/// container referenced from several places is walked once for each, so 40 arrays of two references to the next one
+/// are 203 bytes and 2^40 leaves; a property list whose objects, counted as a walk meets them, pass
+/// ``maximumExpansion(for:)`` is refused.
 ///
 /// Values: `[String: Any]`, `[Any]`, `String`, `Int`, `Double`, `Bool`, `Date`, `Data`; a UID is
 /// `["CF$UID": Int]`, as Foundation writes it in XML. Sets and dictionary keys that are not strings are refused.
 enum BinaryPropertyListReader {
     /// How deep arrays and dictionaries may nest.
     static let maximumDepth = NestingLimit.maximumDepth
+
+    /// How many objects a walk of a property list of `byteCount` bytes may meet. Every reference takes at least a
+    /// byte, so a list whose containers are not shared meets fewer objects than it has bytes; sharing a string or a
+    /// number many times (Foundation's writer does) stays within that too. The margin leaves room for a writer that
+    /// shares a container now and then.
+    static func maximumExpansion(for byteCount: Int) -> Int {
+        8 * byteCount + 10_000
+    }
 
     /// Whether `data` starts like a binary property list.
     static func isBinaryPropertyList(_ data: Data) -> Bool {
@@ -44,6 +55,8 @@ enum BinaryPropertyListReader {
         var offsets: [Int] = []
         var cache: [Any?]
         var onPath: [Bool]
+        /// How many objects a walk of each object built meets (itself and, for a container, its members' walks).
+        var expansion: [Int]
         var uidsAsDictionaries = true
 
         init(_ bytes: [UInt8]) throws {
@@ -72,6 +85,7 @@ enum BinaryPropertyListReader {
             }
             cache = Array(repeating: nil, count: objectCount)
             onPath = Array(repeating: false, count: objectCount)
+            expansion = Array(repeating: 1, count: objectCount)
         }
 
         /// What the bytes of one object hold: a value, or a container and the references of its members.
@@ -137,6 +151,14 @@ enum BinaryPropertyListReader {
                     }
                     let container = open.removeLast()
                     onPath[container.index] = false
+                    // Members are built before their container: their counts are known. Capped, so that no sum
+                    // overflows.
+                    let limit = maximumExpansion(for: bytes.count)
+                    let met = container.references.reduce(1) { min($0 + expansion[$1], limit + 1) }
+                    guard met <= limit else {
+                        throw Refusal("shared containers that a walk would meet more than \(limit) times")
+                    }
+                    expansion[container.index] = met
                     let value = try container.build()
                     cache[container.index] = value
                     finished = value
@@ -249,16 +271,19 @@ enum BinaryPropertyListReader {
             return Int(value)
         }
 
-        /// An integer object: 1, 2 and 4 bytes unsigned, 8 bytes signed, 16 bytes when it fits in `Int`.
-        static func signedInteger(_ raw: ArraySlice<UInt8>) throws -> Int {
+        /// An integer object: 1, 2 and 4 bytes unsigned, 8 bytes signed, 16 bytes (128-bit two's complement) when it
+        /// fits in 64 bits: an `Int`, or a `UInt64` past `Int.max` (how writers store 2^63 … 2^64 − 1).
+        static func signedInteger(_ raw: ArraySlice<UInt8>) throws -> Any {
+            let low = raw.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             if raw.count == 16 {
-                guard raw.prefix(8).allSatisfy({ $0 == 0 }) else { throw Refusal("integer too large") }
-                let value = raw.suffix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-                guard value <= UInt64(Int.max) else { throw Refusal("integer too large") }
-                return Int(value)
+                if raw.prefix(8).allSatisfy({ $0 == 0 }) { return low <= UInt64(Int.max) ? Int(low) : low }
+                // A negative number sign-extended to 128 bits.
+                guard raw.prefix(8).allSatisfy({ $0 == 0xFF }), Int64(bitPattern: low) < 0 else {
+                    throw Refusal("integer too large")
+                }
+                return Int(Int64(bitPattern: low))
             }
-            let value = raw.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
-            return raw.count == 8 ? Int(Int64(bitPattern: value)) : Int(value)
+            return raw.count == 8 ? Int(Int64(bitPattern: low)) : Int(low)
         }
     }
 }

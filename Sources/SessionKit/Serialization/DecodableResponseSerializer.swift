@@ -33,10 +33,16 @@ public final class DecodableResponseSerializer<T: Decodable>: URLResponseSeriali
         // `JSONDecoder` and `T`'s own `init(from:)` recurse as deep as the JSON nests: the depth is measured first,
         // and a deep body within the limit is decoded on a thread with a large stack.
         let body = data ?? Data()
-        let depth = NestingLimit.depth(ofJSON: body)
+        let (depth, trailingComma) = NestingLimit.scan(json: body)
         guard depth <= NestingLimit.maximumDepth else {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, "Cannot decode \(T.self): " + NestingLimit.reason("the response body is"),
+                response: response, data: data)
+        }
+        guard !trailingComma else {
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData,
+                "Cannot decode \(T.self): the response body has a comma before a closing bracket (RFC 8259).",
                 response: response, data: data)
         }
         let decoder = self.decoder

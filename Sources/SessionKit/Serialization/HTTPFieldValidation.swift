@@ -38,17 +38,23 @@ enum HTTPFieldValidation {
 
     /// The error for the first field of `fields` whose name is not a token or whose value holds CR, LF or NUL.
     static func error(forFields fields: [String: String]) -> NSError? {
-        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+        error(forFields: fields.sorted(by: { $0.key < $1.key }).map { ($0.key, $0.value) }, of: "header")
+    }
+
+    /// The error for the first of `fields` (in order) whose name is not a token or whose value holds CR, LF or NUL;
+    /// `place` names where the fields go (`header`, `multipart part header`).
+    static func error(forFields fields: [(String, String)], of place: String) -> NSError? {
+        for (name, value) in fields {
             if !isToken(name) {
                 return SessionKitError.session(
                     .invalidRequestField,
-                    "The header name \(quoted(name)) is not a token (RFC 9110: ASCII letters, digits and !#$%&'*+-.^_`|~): the request was not sent."
+                    "The \(place) name \(quoted(name)) is not a token (RFC 9110: ASCII letters, digits and !#$%&'*+-.^_`|~): the request was not sent."
                 )
             }
             if !isValidValue(value) {
                 return SessionKitError.session(
                     .invalidRequestField,
-                    "The value of the header \(quoted(name)) holds CR, LF or NUL: the request was not sent.")
+                    "The value of the \(place) \(quoted(name)) holds CR, LF or NUL: the request was not sent.")
             }
         }
         return nil

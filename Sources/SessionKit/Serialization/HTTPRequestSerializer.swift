@@ -332,15 +332,28 @@ open class HTTPRequestSerializer: NSObject, URLRequestSerialization, NSSecureCod
         let form = MultipartFormBody()
         if let parameters {
             for pair in try QueryStringEncoding.pairs(key: nil, value: try Self.propertyListValue(parameters)) {
-                let text = pair.value.map { QueryStringEncoding.text(of: $0) } ?? ""
-                guard let data = text.data(using: stringEncoding) else {
-                    throw SessionKitError.requestSerialization(
-                        .cannotDecodeRawData, "The parameter \(pair.key) cannot be written in \(stringEncoding).")
+                // As AFNetworking: bytes as they are, `NSNull` as an empty part, anything else as its text.
+                let data: Data
+                switch pair.value {
+                case let bytes as Data:
+                    data = bytes
+                case nil, is NSNull:
+                    data = Data()
+                case let value?:
+                    guard let encoded = QueryStringEncoding.text(of: value).data(using: stringEncoding) else {
+                        throw SessionKitError.requestSerialization(
+                            .cannotDecodeRawData, "The parameter \(pair.key) cannot be written in \(stringEncoding).")
+                    }
+                    data = encoded
                 }
                 form.appendPart(withFormData: data, name: pair.key)
             }
         }
         try block?(form)
+        if let refusal = form.refusal { throw refusal }
+        // A form without parts is not a multipart body (RFC 2046's grammar asks for one part): as AFNetworking, the
+        // request goes as the serializer made it, an empty form-encoded POST.
+        guard !form.isEmpty else { return request }
         let stream = form.makeStream()
         request.httpBodyStream = stream
         // Both fields in one assignment, replacing any of either name (as `setValue` would, at twice the cost).

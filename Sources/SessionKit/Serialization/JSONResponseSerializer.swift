@@ -91,6 +91,11 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData, NestingLimit.reason("The response body is"),
                 response: response, data: data, underlying: validationError)
+        case .failure(.trailingComma):
+            throw SessionKitError.responseSerialization(
+                .cannotDecodeContentData,
+                "The response body is not valid JSON: a comma before a closing bracket (RFC 8259).",
+                response: response, data: data, underlying: validationError)
         case .failure(.invalid(let error)):
             throw SessionKitError.responseSerialization(
                 .cannotDecodeContentData,
@@ -117,6 +122,8 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     private enum DecodingFailure: Error {
         /// Nested deeper than ``HTTPResponseSerializer/maximumNestingDepth``.
         case tooDeep
+        /// A `,` right before a `]` or `}` (RFC 8259), which Foundation's parser on Linux would accept.
+        case trailingComma
         /// Not JSON: `JSONSerialization`'s error.
         case invalid(Error)
     }
@@ -127,8 +134,9 @@ open class JSONResponseSerializer: HTTPResponseSerializer, @unchecked Sendable {
     /// limit is parsed on a thread with a large stack.
     private func decoded(_ data: Data) -> Result<Any, DecodingFailure> {
         let (readingOptions, removesNulls) = options.read { ($0.readingOptions, $0.removesKeysWithNullValues) }
-        let depth = NestingLimit.depth(ofJSON: data)
+        let (depth, trailingComma) = NestingLimit.scan(json: data)
         guard depth <= NestingLimit.maximumDepth else { return .failure(.tooDeep) }
+        guard !trailingComma else { return .failure(.trailingComma) }
         let object: Any
         do {
             object = try NestingLimit.onLargeStack(if: depth > NestingLimit.largeStackThreshold) {

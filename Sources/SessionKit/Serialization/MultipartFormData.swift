@@ -36,6 +36,12 @@ final class MultipartFormBody: MultipartFormData {
     let boundary: String
     private var parts: [MultipartBodyPart] = []
     private var throttle: (packetSize: Int, delay: TimeInterval)?
+    /// Why the form cannot be sent: the first part header whose name is not a token or whose value holds CR, LF or
+    /// NUL (it would add a header or a part of its own). The serializer throws it once the parts are appended.
+    private(set) var refusal: NSError?
+
+    /// Whether no part was appended.
+    var isEmpty: Bool { parts.isEmpty }
 
     init() {
         self.boundary = String(
@@ -92,6 +98,10 @@ final class MultipartFormBody: MultipartFormData {
     }
 
     private func append(headers: [(String, String)], source: MultipartBodyPart.Source) {
+        if let error = HTTPFieldValidation.error(forFields: headers, of: "multipart part header") {
+            if refusal == nil { refusal = error }
+            return
+        }
         parts.append(MultipartBodyPart(headers: headers, source: source))
     }
 
@@ -102,10 +112,11 @@ final class MultipartFormBody: MultipartFormData {
         ]
     }
 
-    /// Escapes a quote, a backslash and line breaks inside a quoted header parameter.
+    /// A name or file name inside the quotes of `Content-Disposition`, escaped as the HTML standard's
+    /// multipart/form-data encoding says and browsers do: LF as `%0A`, CR as `%0D`, `"` as `%22`, and nothing else
+    /// (a backslash escape is read as two characters by most servers' parsers).
     private static func quoted(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\", with: "\\\\")
-            .replacingOccurrences(of: "\"", with: "\\\"")
+        text.replacingOccurrences(of: "\"", with: "%22")
             .replacingOccurrences(of: "\r", with: "%0D")
             .replacingOccurrences(of: "\n", with: "%0A")
     }

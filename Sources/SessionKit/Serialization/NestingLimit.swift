@@ -75,11 +75,50 @@ enum NestingLimit {
     /// How deeply the arrays and objects of the JSON text `data` nest: a scan of the bytes (brackets inside strings
     /// do not count), so that no parser recurses into it; counting stops past ``maximumDepth``.
     static func depth(ofJSON data: Data) -> Int {
+        scan(json: data).depth
+    }
+
+    /// What a scan of the JSON text `data` finds before any parser reads it: how deeply its arrays and objects nest
+    /// (counting stops past ``maximumDepth``), and whether a `,` comes right before a `]` or `}`, which RFC 8259
+    /// does not allow and Foundation's parser on Linux accepts. Text in UTF-16 or UTF-32 (RFC 8259 8.1 allows only
+    /// UTF-8 on the wire; RFC 4627 3 tells them by their zero bytes) is read as its UTF-8, so that a character whose
+    /// bytes include `"` or a bracket cannot hide the nesting.
+    static func scan(json data: Data) -> (depth: Int, trailingComma: Bool) {
+        if let encoding = wideEncoding(of: data), let text = String(data: data, encoding: encoding) {
+            return scan(utf8: Data(text.utf8))
+        }
+        return scan(utf8: data)
+    }
+
+    /// UTF-16 or UTF-32, by a byte-order mark or by the zero bytes of the first two characters (RFC 4627 3); nil for
+    /// UTF-8.
+    private static func wideEncoding(of data: Data) -> String.Encoding? {
+        let head = [UInt8](data.prefix(4))
+        guard head.count >= 2 else { return nil }
+        if head.starts(with: [0xEF, 0xBB, 0xBF]) { return nil }
+        if head.count == 4 {
+            if head == [0x00, 0x00, 0xFE, 0xFF] || (head[0] == 0 && head[1] == 0 && head[2] == 0) {
+                return .utf32BigEndian
+            }
+            if head == [0xFF, 0xFE, 0x00, 0x00] || (head[1] == 0 && head[2] == 0 && head[3] == 0) {
+                return .utf32LittleEndian
+            }
+        }
+        if head.starts(with: [0xFE, 0xFF]) || head.starts(with: [0xFF, 0xFE]) { return .utf16 }
+        if head[0] == 0 && head[1] != 0 { return .utf16BigEndian }
+        if head[0] != 0 && head[1] == 0 { return .utf16LittleEndian }
+        return nil
+    }
+
+    private static func scan(utf8 data: Data) -> (depth: Int, trailingComma: Bool) {
         data.withUnsafeBytes { bytes in
             var deepest = 0
             var depth = 0
             var inString = false
             var escaped = false
+            var trailingComma = false
+            // The last byte outside strings that is not white space.
+            var previous: UInt8 = 0
             for byte in bytes {
                 if inString {
                     if escaped {
@@ -92,19 +131,23 @@ enum NestingLimit {
                     continue
                 }
                 switch byte {
+                case 0x20, 0x09, 0x0A, 0x0D:
+                    continue
                 case UInt8(ascii: "\""):
                     inString = true
                 case UInt8(ascii: "["), UInt8(ascii: "{"):
                     depth += 1
                     deepest = max(deepest, depth)
-                    if depth > maximumDepth { return depth }
+                    if depth > maximumDepth { return (depth, trailingComma) }
                 case UInt8(ascii: "]"), UInt8(ascii: "}"):
+                    if previous == UInt8(ascii: ",") { trailingComma = true }
                     depth -= 1
                 default:
                     break
                 }
+                previous = byte
             }
-            return deepest
+            return (deepest, trailingComma)
         }
     }
 }

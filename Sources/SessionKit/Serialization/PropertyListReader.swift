@@ -152,7 +152,7 @@ struct XMLPropertyListReader {
             return tag.selfClosing ? "" : try text(until: "string")
         case "integer":
             let text = tag.selfClosing ? "" : try text(until: "integer")
-            guard let integer = Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            guard let integer = Self.integer(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw Refusal("bad <integer>")
             }
             return integer
@@ -172,8 +172,9 @@ struct XMLPropertyListReader {
             }
             return date
         case "data":
-            let text = tag.selfClosing ? "" : try text(until: "data")
-            guard let data = Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
+            // Base64 as writers lay it out, over lines and indented; only white space (`<data>\n</data>`) is no bytes.
+            let text = (tag.selfClosing ? "" : try text(until: "data")).filter { !$0.isWhitespace }
+            guard let data = text.isEmpty ? Data() : Data(base64Encoded: text, options: .ignoreUnknownCharacters) else {
                 throw Refusal("bad <data>")
             }
             return data
@@ -311,6 +312,10 @@ struct XMLPropertyListReader {
                 throw Refusal("an element inside <\(endName)>")
             } else if bytes[index] == UInt8(ascii: "&") {
                 result += try entity()
+            } else if bytes[index] == 0x0D {
+                // XML's end-of-line handling (1.0 2.11): CR LF and a lone CR are LF (a `&#13;` stays a CR).
+                result.append(0x0A)
+                index += index + 1 < bytes.count && bytes[index + 1] == 0x0A ? 2 : 1
             } else {
                 result.append(bytes[index])
                 index += 1
@@ -348,14 +353,54 @@ struct XMLPropertyListReader {
         }
     }
 
+    /// An `<integer>` as Foundation reads it: decimal or `0x` hexadecimal, signed within 64 bits, or unsigned up to
+    /// 2^64 − 1 (a `UInt64` past `Int.max`, as writers that store unsigned numbers write them).
+    private static func integer(_ text: String) -> Any? {
+        let negative = text.hasPrefix("-")
+        let unsigned = negative || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+        guard let first = unsigned.first, first != "+", first != "-" else { return nil }
+        let isHex = unsigned.hasPrefix("0x") || unsigned.hasPrefix("0X")
+        guard let magnitude = UInt64(isHex ? unsigned.dropFirst(2) : unsigned, radix: isHex ? 16 : 10) else {
+            return nil
+        }
+        if negative {
+            return magnitude <= UInt64(Int.max) + 1 ? Int(truncatingIfNeeded: 0 &- magnitude) : nil
+        }
+        return magnitude <= UInt64(Int.max) ? Int(magnitude) : magnitude
+    }
+
     private static let dateLock = NSLock()
     // Guarded by dateLock: date(_:) is its only user and holds the lock.
     nonisolated(unsafe) private static let dateFormatter = ISO8601DateFormatter()
 
-    /// An ISO 8601 date as property lists write it (`2026-11-22T05:00:00Z`).
-    private static func date(_ text: String) -> Date? {
+    /// A date as property lists write it, `2026-11-22T05:00:00Z`, on the proleptic Gregorian calendar as Foundation
+    /// writes it (an `ISO8601DateFormatter` reads a date before 1582-10-15 on the Julian calendar, days off); another
+    /// ISO 8601 form (a time zone offset) as the formatter reads it.
+    static func date(_ text: String) -> Date? {
+        if let date = gregorianDate(text) { return date }
         dateLock.lock()
         defer { dateLock.unlock() }
         return dateFormatter.date(from: text)
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SSZ` on the proleptic Gregorian calendar, or nil.
+    private static func gregorianDate(_ text: String) -> Date? {
+        let bytes = Array(text.utf8)
+        // YYYY-MM-DDTHH:MM:SSZ
+        guard bytes.count == 20, bytes[4] == UInt8(ascii: "-"), bytes[7] == UInt8(ascii: "-"),
+            bytes[10] == UInt8(ascii: "T"), bytes[13] == UInt8(ascii: ":"), bytes[16] == UInt8(ascii: ":"),
+            bytes[19] == UInt8(ascii: "Z")
+        else { return nil }
+        func number(_ range: Range<Int>) -> Int? {
+            guard bytes[range].allSatisfy({ (0x30...0x39).contains($0) }) else { return nil }
+            return bytes[range].reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        }
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
+            (1...12).contains(month), day >= 1, day <= HTTPDate.daysIn(month: month, year: year), hour <= 23,
+            minute <= 59, second <= 59
+        else { return nil }
+        let days = HTTPDate.daysSinceEpoch(year: year, month: month, day: day)
+        return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 }

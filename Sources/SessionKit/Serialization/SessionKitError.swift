@@ -131,8 +131,8 @@ public struct SessionKitError: Error, @unchecked Sendable {
         case missingCredential = 5
         /// An ``AuthenticationInterceptor`` refreshed its credential too often within its refresh window.
         case excessiveRefresh = 6
-        /// A request's method is not a token, or a header's name is not a token or its value holds CR, LF or NUL
-        /// (RFC 9110): the request was not sent.
+        /// A request's method is not a token, or a header's (or a multipart part's header's) name is not a token or
+        /// its value holds CR, LF or NUL (RFC 9110): the request was not sent.
         case invalidRequestField = 7
         /// A streamed request body (``HTTPRequestBody/stream(length:_:)``) was needed again — by a redirect that keeps
         /// the body (307, 308), an authentication round or a retry — or written after its closure returned: it is

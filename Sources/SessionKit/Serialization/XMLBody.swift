@@ -31,8 +31,6 @@ enum XMLBody {
     }
 
     private static let emptyProcessingInstruction = try? NSRegularExpression(pattern: "<\\?[^?>\\s]*\\s*\\?>")
-    private static let internalSubset = try? NSRegularExpression(
-        pattern: "<!DOCTYPE[^>\\[]*\\[", options: [.caseInsensitive])
 
     /// Throws for the constructs `XMLParser` crashes on.
     private static func refuseUnsafeConstructs(_ text: String) throws {
@@ -40,9 +38,40 @@ enum XMLBody {
         if emptyProcessingInstruction?.firstMatch(in: text, range: range) != nil {
             throw Refusal(description: "the XML body holds a processing instruction without data")
         }
-        if internalSubset?.firstMatch(in: text, range: range) != nil {
+        if hasInternalSubset(Array(text.utf8)) {
             throw Refusal(description: "the XML body holds an internal DTD subset")
         }
+    }
+
+    /// Whether a `<!DOCTYPE` of `bytes` (in any case) opens an internal subset: a `[` before the declaration's
+    /// closing `>`, neither inside a quoted literal. The literals are skipped as the grammar writes them
+    /// (`SYSTEM "x>"` holds a `>` that does not close anything), so a subset cannot hide behind one; a `[` inside
+    /// a literal is the literal's.
+    static func hasInternalSubset(_ bytes: [UInt8]) -> Bool {
+        let keyword = Array("<!doctype".utf8)
+        var index = 0
+        while index + keyword.count <= bytes.count {
+            guard bytes[index] == UInt8(ascii: "<"),
+                zip(bytes[index..<(index + keyword.count)], keyword).allSatisfy({ $0.asciiLowercased == $1 })
+            else {
+                index += 1
+                continue
+            }
+            index += keyword.count
+            var quote: UInt8?
+            scan: while index < bytes.count {
+                let byte = bytes[index]
+                index += 1
+                switch (quote, byte) {
+                case (let open?, _): if byte == open { quote = nil }
+                case (nil, UInt8(ascii: "\"")), (nil, UInt8(ascii: "'")): quote = byte
+                case (nil, UInt8(ascii: "[")): return true
+                case (nil, UInt8(ascii: ">")): break scan
+                default: continue
+                }
+            }
+        }
+        return false
     }
 
     /// The text of `data` in the encoding its byte-order mark or declaration names.

@@ -14,7 +14,10 @@ final class EventStreamLifecycleTests: XCTestCase {
         let cases: [(Int, String?, EventStreamLifecycle.Verdict)] = [
             (200, "text/event-stream", .read),
             (200, "Text/Event-Stream; charset=utf-8", .read),
-            (201, " text/event-stream ", .read),
+            (200, " text/event-stream ", .read),
+            (201, "text/event-stream", .refuseStatus),  // "if res's status is not 200 … fail the connection"
+            (205, "text/event-stream", .refuseStatus),
+            (299, "text/event-stream", .refuseStatus),
             (204, nil, .end),
             (204, "text/event-stream", .end),
             (200, "text/plain", .refuseContentType),

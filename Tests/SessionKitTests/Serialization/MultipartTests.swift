@@ -72,15 +72,71 @@ final class MultipartTests: XCTestCase {
         XCTAssertEqual(String(decoding: body, as: UTF8.self), expected)
     }
 
+    /// What a probe found against four multipart parsers: names are escaped as the HTML standard says (`"` as
+    /// `%22`, CR and LF as `%0D` and `%0A`, nothing else); parameters go as AFNetworking sends them (`Data` as its
+    /// bytes, `NSNull` empty); a form without parts is no body.
+    func testNamesParametersAndAnEmptyFormAsBrowsersAndAFNetworkingSendThem() throws {
+        let request = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/upload",
+            parameters: ["blob": Data([0x72, 0x00, 0xFF]), "null": NSNull()]
+        ) { form in
+            form.appendPart(
+                withFileData: Data("x".utf8), name: "q\"uote\\back", fileName: "a\r\nb%.txt", mimeType: "text/plain")
+        }
+        let boundary = try boundary(of: request)
+        let body = try XCTUnwrap(drain(try XCTUnwrap(request.httpBodyStream))).data
+        let expected =
+            Data("--\(boundary)\r\nContent-Disposition: form-data; name=\"blob\"\r\n\r\n".utf8)
+            + Data([0x72, 0x00, 0xFF])
+            + Data("\r\n--\(boundary)\r\nContent-Disposition: form-data; name=\"null\"\r\n\r\n".utf8)
+            + Data(
+                ("\r\n--\(boundary)\r\nContent-Disposition: form-data; name=\"q%22uote\\back\"; filename=\"a%0D%0Ab%.txt\""
+                    + "\r\nContent-Type: text/plain\r\n\r\nx\r\n--\(boundary)--\r\n").utf8)
+        XCTAssertEqual(body, expected, String(decoding: body, as: UTF8.self))
+
+        let empty = try serializer.multipartFormRequest(
+            withMethod: "POST", urlString: "http://h/upload", parameters: nil, constructingBodyWith: nil)
+        XCTAssertNil(empty.httpBodyStream)
+        XCTAssertEqual(empty.httpBody ?? Data(), Data())
+        // AFNetworking returns the request as its serializer made it: an empty form-encoded POST.
+        XCTAssertEqual(empty.value(forHTTPHeaderField: "Content-Type"), "application/x-www-form-urlencoded")
+    }
+
+    /// A part header that would add a header or a part of its own (a MIME type or a raw header with CR or LF, a name
+    /// that is not a token) fails the request before anything is sent; the part was written as given.
+    func testPartHeadersThatWouldInjectAreRefused() {
+        let cases: [(String, (MultipartFormData) throws -> Void)] = [
+            (
+                "MIME type",
+                { $0.appendPart(withFileData: Data(), name: "f", fileName: "f", mimeType: "text/plain\r\nX: 1") }
+            ),
+            ("stream MIME type", { $0.appendPart(with: nil, name: "f", fileName: "f", length: 0, mimeType: "a\nb") }),
+            ("header value", { $0.appendPart(withHeaders: ["X-Val": "a\r\n\r\nBODY"], body: Data()) }),
+            ("header name", { $0.appendPart(withHeaders: ["Bad Name:\r\nX": "v"], body: Data()) }),
+        ]
+        for (label, append) in cases {
+            XCTAssertThrowsError(
+                try serializer.multipartFormRequest(
+                    withMethod: "POST", urlString: "http://h/upload", parameters: nil, constructingBodyWith: append),
+                label
+            ) {
+                XCTAssertEqual(($0 as NSError).code, SessionKitError.Code.invalidRequestField.rawValue, label)
+            }
+        }
+    }
+
     func testEachRequestGetsItsOwnBoundary() throws {
         let first = try serializer.multipartFormRequest(
-            withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
+            withMethod: "POST", urlString: "http://h/", parameters: ["a": "1"], constructingBodyWith: nil)
         let second = try serializer.multipartFormRequest(
-            withMethod: "POST", urlString: "http://h/", parameters: nil, constructingBodyWith: nil)
+            withMethod: "POST", urlString: "http://h/", parameters: ["a": "1"], constructingBodyWith: nil)
         XCTAssertNotEqual(try boundary(of: first), try boundary(of: second))
-        let empty = try XCTUnwrap(drain(try XCTUnwrap(first.httpBodyStream))).data
-        XCTAssertEqual(String(decoding: empty, as: UTF8.self), "--\(try boundary(of: first))--\r\n")
-        XCTAssertEqual(first.value(forHTTPHeaderField: "Content-Length"), String(empty.count))
+        let body = try XCTUnwrap(drain(try XCTUnwrap(first.httpBodyStream))).data
+        let boundary = try boundary(of: first)
+        XCTAssertEqual(
+            String(decoding: body, as: UTF8.self),
+            "--\(boundary)\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--\(boundary)--\r\n")
+        XCTAssertEqual(first.value(forHTTPHeaderField: "Content-Length"), String(body.count))
     }
 
     func testStreamPartAndMIMETypes() throws {

@@ -50,6 +50,49 @@ final class PropertyListReaderTests: XCTestCase {
         }
     }
 
+    /// What Python's plistlib (and Foundation on Apple platforms) write and read, found by a probe: empty `<data>` laid
+    /// out over lines, unsigned 64-bit and hexadecimal integers, dates before 1582 (the Gregorian calendar, not the
+    /// Julian one), and XML's CR LF read as LF.
+    func testWhatOtherWritersWriteIsReadAsTheyMeanIt() throws {
+        let xml = """
+            <?xml version="1.0" encoding="UTF-8"?>
+            <plist version="1.0"><array>
+            <data>
+            </data>
+            <data>
+            \tAAEC
+            \t/w==
+            </data>
+            <integer>9223372036854775808</integer>
+            <integer>18446744073709551615</integer>
+            <integer>-9223372036854775808</integer>
+            <integer>0x10</integer>
+            <date>0001-01-01T00:00:00Z</date>
+            <date>1582-10-10T12:00:00Z</date>
+            <string>a\r\nb\rc&#13;</string>
+            </array></plist>
+            """
+        let array = try XCTUnwrap(try read(Data(xml.utf8)) as? [Any])
+        XCTAssertEqual(array.count, 9)
+        XCTAssertEqual(array[0] as? Data, Data())
+        XCTAssertEqual(array[1] as? Data, Data([0, 1, 2, 255]))
+        XCTAssertEqual(array[2] as? UInt64, 1 << 63)
+        XCTAssertEqual(array[3] as? UInt64, .max)
+        XCTAssertEqual(array[4] as? Int, .min)
+        XCTAssertEqual(array[5] as? Int, 16)
+        XCTAssertEqual((array[6] as? Date)?.timeIntervalSince1970, -62_135_596_800)
+        XCTAssertEqual((array[7] as? Date)?.timeIntervalSince1970, -12_219_681_600)
+        XCTAssertEqual(array[8] as? String, "a\nb\nc\r")
+        for bad in ["<integer>18446744073709551616</integer>", "<integer>-+5</integer>", "<integer>0x</integer>"] {
+            XCTAssertThrowsError(try read(Data("<plist>\(bad)</plist>".utf8)), bad)
+        }
+        // Binary: 2^64 − 1 and −1 as 16-byte integers.
+        let max = binaryList([[0x14] + [UInt8](repeating: 0, count: 8) + [UInt8](repeating: 0xFF, count: 8)])
+        XCTAssertEqual(try read(max) as? UInt64, .max)
+        let minusOne = binaryList([[0x14] + [UInt8](repeating: 0xFF, count: 16)])
+        XCTAssertEqual(try read(minusOne) as? Int, -1)
+    }
+
     func testLargeBinaryListWithManyObjects() throws {
         let items = (0..<20_000).map { ["id": $0, "name": "item \($0)"] as [String: Any] }
         let data = try PropertyListSerialization.data(fromPropertyList: ["items": items], format: .binary, options: 0)
@@ -101,6 +144,26 @@ final class PropertyListReaderTests: XCTestCase {
                 XCTAssertEqual(($0 as NSError).domain, SessionKitError.responseSerializationDomain, name)
             }
         }
+    }
+
+    /// 40 arrays, each holding the next one twice: 130 bytes that a walk meets as 2^40 leaves (a probe's input; the
+    /// reader built it in milliseconds, then a caller's cast to `NSArray` ran for minutes). Sharing one container a
+    /// few times, or a string many times, is fine.
+    func testSharedContainersThatExpandPastTheInputAreRefused() throws {
+        var objects = (0..<40).map { index -> [UInt8] in [0xA2, UInt8(index + 1), UInt8(index + 1)] }
+        objects.append([0x10, 0x01])
+        XCTAssertThrowsError(try read(binaryList(objects))) {
+            XCTAssertTrue(
+                ($0 as NSError).localizedDescription.contains("shared containers"), ($0 as NSError).localizedDescription
+            )
+        }
+        // Two levels of sharing, and one string referenced 200 times: read.
+        let shared = binaryList([
+            [0xA2, 0x01, 0x01], [0xA2, 0x02, 0x02], [0xAF, 0x10, 200] + [UInt8](repeating: 3, count: 200),
+            [0x51, 0x61],
+        ])
+        let top = try XCTUnwrap(try read(shared) as? [Any])
+        XCTAssertEqual(((top.first as? [Any])?.first as? [Any])?.count, 200)
     }
 
     func testDeepNestingIsRefused() {

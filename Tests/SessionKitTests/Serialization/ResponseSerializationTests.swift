@@ -71,6 +71,30 @@ final class ResponseSerializerKindsTests: XCTestCase {
         }
     }
 
+    /// RFC 8259 allows no comma before `]` or `}`; Foundation's parser on Linux accepts one (JSONTestSuite's
+    /// `n_array_extra_comma`, `n_object_trailing_comma`), Apple's refuses it. A comma inside a string is text.
+    func testJSONWithATrailingCommaIsRefused() throws {
+        for text in ["[1,]", "[\"\",]", "{\"id\":0,}", "{\"a\":[1, 2 ,\n ]}"] {
+            XCTAssertThrowsError(
+                try JSONResponseSerializer().responseObject(for: response(200), data: Data(text.utf8)), text)
+            XCTAssertThrowsError(
+                try DecodableResponseSerializer([Int].self).responseObject(for: response(200), data: Data(text.utf8)),
+                text)
+        }
+        let fine = try JSONResponseSerializer().responseObject(
+            for: response(200), data: Data("[\"a,]\", {\"b\": \",}\"}]".utf8))
+        XCTAssertEqual((fine as? [Any])?.count, 2)
+    }
+
+    /// A body in UTF-16 is scanned as its characters: U+2200's bytes hold a `"` that must not hide the nesting.
+    func testTheNestingOfUTF16JSONIsCounted() {
+        let text = "[\"\u{2200}\"," + String(repeating: "[", count: 505) + String(repeating: "]", count: 505) + "]"
+        let data = text.data(using: .utf16LittleEndian) ?? Data()
+        XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(200), data: data)) {
+            XCTAssertTrue(($0 as NSError).localizedDescription.contains("nested more deeply"), "\($0)")
+        }
+    }
+
     func testJSONReadingOptionsAllowFragments() throws {
         XCTAssertThrowsError(try JSONResponseSerializer().responseObject(for: response(200), data: Data("42".utf8)))
         let fragments = JSONResponseSerializer(readingOptions: [.fragmentsAllowed])
@@ -154,6 +178,10 @@ final class ResponseSerializerKindsTests: XCTestCase {
             "<?xml version=\"1.0\"?><a><?x?></a>",  // a processing instruction without data
             "<?x?><a/>",
             "<!DOCTYPE a [<!NOTATION n SYSTEM \"x\">]><a/>",  // an internal DTD subset
+            // … behind a `>` inside a quoted literal (a probe's input: the subset reached XMLParser, which crashed).
+            "<?xml version=\"1.0\"?><!DOCTYPE a SYSTEM \"x>\" [<!ATTLIST a b CDATA #IMPLIED>]><a>t</a>",
+            "<!DOCTYPE a PUBLIC 'p>\"' \"s>\" [<!NOTATION n PUBLIC \"p\">]><a/>",
+            "<!doctype a system 'x>'[<!ENTITY e SYSTEM \"s\">]><a/>",
         ]
         for text in cases {
             XCTAssertThrowsError(
@@ -165,6 +193,11 @@ final class ResponseSerializerKindsTests: XCTestCase {
         XCTAssertEqual(
             try PropertyListResponseSerializer().responseObject(
                 for: response(200, "application/x-plist"), data: Data(plistDoctype.utf8)) as? Bool, true)
+        // A `[` inside a literal is the literal's, not a subset.
+        let bracketInLiteral = "<!DOCTYPE a SYSTEM \"x[1].dtd\"><a>t</a>"
+        XCTAssertNotNil(
+            try XMLParserResponseSerializer().responseObject(
+                for: response(200, "text/xml"), data: Data(bracketInLiteral.utf8)))
         let stylesheet = "<?xml version=\"1.0\"?><?xml-stylesheet href=\"s.xsl\"?><rss/>"
         XCTAssertNotNil(
             try XMLParserResponseSerializer().responseObject(

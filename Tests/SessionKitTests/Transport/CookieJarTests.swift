@@ -176,6 +176,17 @@ final class CookieJarTests: LoopbackTestCase {
         XCTAssertNil(jar.header(for: plain, now: now))
     }
 
+    /// A cookie the caller stored with a line break in its value is not sent: it would add a header line of its own.
+    func testAStoredCookieWithALineBreakIsNotSent() throws {
+        let jar = freshJar()
+        let origin = try url("http://h.test/")
+        let injected = try XCTUnwrap(
+            HTTPCookie(properties: [.name: "a", .value: "1\r\nX-Injected: yes", .domain: "h.test", .path: "/"]))
+        jar.storage.setCookie(injected)
+        jar.store(["b=2"], from: origin, now: now)
+        XCTAssertEqual(jar.header(for: origin, now: now), "b=2")
+    }
+
     func testNeverAcceptingStoresNothing() throws {
         let storage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.\(UUID())")
         CookieJar(storage: storage, acceptPolicy: .never).store(["a=1"], from: try url("http://h.test/"), now: now)

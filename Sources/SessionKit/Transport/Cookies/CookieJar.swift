@@ -87,6 +87,10 @@ struct CookieJar {
         let path = Self.requestPath(of: url)
         let chosen = stored.filter { cookie in
             if let expiry = cookie.expiresDate, expiry <= now { return false }
+            // A cookie the caller stored with a CR or LF would add a header line of its own: it is not sent.
+            if SetCookie.hasControlCharacter(cookie.name) || SetCookie.hasControlCharacter(cookie.value) {
+                return false
+            }
             if cookie.isSecure && !secure { return false }
             let domain = cookie.domain.lowercased()
             let domainOK =

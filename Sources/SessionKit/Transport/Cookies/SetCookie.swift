@@ -101,7 +101,7 @@ struct SetCookie: Equatable {
     }
 
     /// Whether `text` holds a control character other than a tab (RFC 6265bis 5.7, step 2).
-    private static func hasControlCharacter(_ text: String) -> Bool {
+    static func hasControlCharacter(_ text: String) -> Bool {
         text.utf8.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }
     }
 }
