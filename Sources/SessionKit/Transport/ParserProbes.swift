@@ -221,7 +221,7 @@ import Foundation
     }
 
     /// One storage the cookie probe reuses (emptied before each use: the fuzzer runs one input at a time).
-    nonisolated(unsafe) private static let cookieStorage = HTTPCookieStorage.sharedCookieStorage(
+    private static let cookieStorage = HTTPCookieStorage.sharedCookieStorage(
         forGroupContainerIdentifier: "sessionkit.fuzz.cookies")
 
     /// The `Cookie` field a request to `target` sends after a response from `origin` set `fieldValues`, from an empty
