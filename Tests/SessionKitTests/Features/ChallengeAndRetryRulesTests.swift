@@ -56,6 +56,32 @@ final class ChallengeAndRetryRulesTests: XCTestCase {
         XCTAssertNil(ChallengeResolver.storedCredential(for: otherRealm, in: storage))
     }
 
+    /// Several challenges in one field (or several fields joined with commas, RFC 9110 11.6.1), in the manner of
+    /// greenbytes' httpauth test cases: the first one libcurl answers is chosen, with its own realm; commas and
+    /// tokens inside quoted strings, auth-params and a token68 start no challenge.
+    func testTheChallengeLibcurlAnswersIsChosenAmongSeveral() throws {
+        let cases: [(String, String, String?)] = [
+            ("Basic realm=\"basic\", Newauth realm=\"newauth\"", "Basic", "basic"),
+            ("Newauth realm=\"newauth\", Basic realm=\"basic\"", "Basic", "basic"),
+            ("Bearer realm=\"api\", error=\"invalid_token\", Digest realm=\"site\", nonce=\"n, o\"", "Digest", "site"),
+            (
+                "Newauth realm=\"apps\", type=1, title=\"Login to \\\"apps\\\", Basic realm=x\", Basic realm=\"simple\"",
+                "Basic",
+                "simple"
+            ),
+            ("Negotiate abc==, Basic realm=\"b\"", "Negotiate", nil),
+            ("Basic, Newauth", "Basic", nil),
+            ("Newauth realm=\"a\", Other", "Newauth", "a"),
+            ("Bearer realm = \"x\" , Basic  realm=\"y\"", "Basic", "y"),
+        ]
+        for (field, scheme, realm) in cases {
+            let parsed = try XCTUnwrap(AuthenticationChallengeHeader(fieldValue: field, isProxy: false), field)
+            XCTAssertEqual(parsed.scheme, scheme, field)
+            XCTAssertEqual(parsed.realm, realm, field)
+        }
+        XCTAssertNil(AuthenticationChallengeHeader(fieldValue: "realm=\"no scheme\"", isProxy: false))
+    }
+
     func testChallengeHeadersAreParsed() throws {
         let basic = try XCTUnwrap(
             AuthenticationChallengeHeader(fieldValue: "Basic realm=\"Fake Realm\"", isProxy: false))

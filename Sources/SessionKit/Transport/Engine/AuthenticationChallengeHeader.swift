@@ -27,18 +27,65 @@ struct AuthenticationChallengeHeader: Equatable {
         self.init(fieldValue: value, isProxy: response.statusCode == 407)
     }
 
-    /// Parses the first challenge of a field value such as `Basic realm="Fake Realm", charset="UTF-8"`. Read by Unicode
-    /// scalars, not `Character`s: a combining mark after a quote must not hide the quote.
+    /// The schemes libcurl answers with a credential; a challenge of another scheme (`Bearer`, an unknown one) comes
+    /// after them when a field offers several.
+    private static let answerableSchemes: Set<String> = ["basic", "digest", "ntlm", "negotiate"]
+
+    /// Parses a field value such as `Basic realm="Fake Realm", charset="UTF-8"`: its first challenge whose scheme
+    /// libcurl answers (`Basic`, `Digest`, `NTLM`, `Negotiate`), or else its first challenge. A field may hold several
+    /// (RFC 9110 11.6.1), and several fields arrive joined with commas: `Bearer realm="api", Basic realm="site"` is
+    /// the Basic challenge, as URLSession offers the one it can answer. Read by Unicode scalars, not `Character`s: a
+    /// combining mark after a quote must not hide the quote.
     init?(fieldValue: String, isProxy: Bool) {
         let scalars = Array(fieldValue.unicodeScalars)
-        var index = 0
-        while index < scalars.count, [" ", "\t", ","].contains(scalars[index]) { index += 1 }
-        let start = index
-        while index < scalars.count, Self.isToken(scalars[index]) { index += 1 }
-        guard index > start else { return nil }
-        self.scheme = String(String.UnicodeScalarView(scalars[start..<index]))
+        let starts = Self.challengeStarts(in: scalars)
+        guard let first = starts.first else { return nil }
+        let chosen =
+            starts.first {
+                Self.answerableSchemes.contains(String(String.UnicodeScalarView(scalars[$0])).lowercased())
+            } ?? first
+        self.scheme = String(String.UnicodeScalarView(scalars[chosen]))
         self.isProxy = isProxy
-        self.realm = Self.parameter(named: "realm", in: scalars[index...])
+        self.realm = Self.parameter(named: "realm", in: scalars[chosen.upperBound...])
+    }
+
+    /// The ranges of the schemes of the challenges in `scalars`: the first token, and each token after a comma that
+    /// is not an auth-param's name (not followed by `=`). Quoted strings are skipped, so a comma or a token inside one
+    /// starts nothing.
+    private static func challengeStarts(in scalars: [Unicode.Scalar]) -> [Range<Int>] {
+        var starts: [Range<Int>] = []
+        var index = 0
+        var atChallengeStart = true
+        while index < scalars.count {
+            let scalar = scalars[index]
+            if scalar == "\"" {
+                // A quoted string: up to its closing quote, escapes included.
+                index += 1
+                while index < scalars.count, scalars[index] != "\"" {
+                    index += scalars[index] == "\\" ? 2 : 1
+                }
+                index += 1
+                atChallengeStart = false
+            } else if scalar == "," {
+                atChallengeStart = true
+                index += 1
+            } else if scalar == " " || scalar == "\t" {
+                index += 1
+            } else if isToken(scalar) {
+                let start = index
+                while index < scalars.count, isToken(scalars[index]) { index += 1 }
+                var next = index
+                while next < scalars.count, scalars[next] == " " || scalars[next] == "\t" { next += 1 }
+                // `token =` is an auth-param (or a token68's padding); any other token after a comma is a scheme.
+                let isParameter = next < scalars.count && scalars[next] == "="
+                if atChallengeStart && !isParameter { starts.append(start..<index) }
+                atChallengeStart = false
+            } else {
+                atChallengeStart = false
+                index += 1
+            }
+        }
+        return starts
     }
 
     /// The field value of this challenge as a server would send it: `scheme realm="…"` (the realm quoted and escaped).
