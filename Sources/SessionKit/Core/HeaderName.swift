@@ -7,6 +7,12 @@ extension UInt8 {
 }
 
 extension String {
+    /// The text with only the ASCII letters A to Z lowercased, for tokens, host names and attribute names compared
+    /// without case: Unicode's lowercasing would let a non-ASCII letter pass for one (KELVIN SIGN U+212A becomes `k`).
+    var asciiLowercased: String {
+        String(decoding: utf8.map(\.asciiLowercased), as: UTF8.self)
+    }
+
     /// Whether two HTTP header names are the same name: they are ASCII tokens, compared byte by byte without
     /// case. Foundation's `caseInsensitiveCompare` is locale-aware and costs tens of thousands of instructions per
     /// response on Linux; the bytes are read from the strings' contiguous UTF-8 (walking two `UTF8View`s side by side

@@ -150,7 +150,7 @@ struct CookieJar {
     /// The URL's host, lowercased; nil when it has none.
     private static func host(of url: URL) -> String? {
         guard let host = url.host, !host.isEmpty else { return nil }
-        return String(decoding: host.utf8.map(\.asciiLowercased), as: UTF8.self)
+        return host.asciiLowercased
     }
 
     private static func isSecure(_ url: URL) -> Bool {

@@ -46,7 +46,7 @@ struct SetCookie: Equatable {
             let equals = attribute.firstIndex(of: 0x3D)
             let attributeName = Self.trimmed(attribute[..<(equals ?? attribute.endIndex)])
             let attributeValue = equals.map { Self.trimmed(attribute[($0 + 1)...]) } ?? ""
-            switch String(decoding: attributeName.utf8.map(\.asciiLowercased), as: UTF8.self) {
+            switch attributeName.asciiLowercased {
             case "expires":
                 if let date = CookieDate.parse(attributeValue) { expires = date }
             case "max-age":
@@ -57,7 +57,7 @@ struct SetCookie: Equatable {
                 // An empty Domain is ignored (RFC 6265 5.2.3); one leading dot is dropped.
                 guard !attributeValue.isEmpty else { continue }
                 let bare = attributeValue.hasPrefix(".") ? String(attributeValue.dropFirst()) : attributeValue
-                domain = String(decoding: bare.utf8.map(\.asciiLowercased), as: UTF8.self)
+                domain = bare.asciiLowercased
             case "path":
                 path = attributeValue.hasPrefix("/") ? attributeValue : nil
             case "secure":

@@ -35,15 +35,14 @@ struct WebSocketDeflateParameters: Sendable, Equatable {
             $0.trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)
         }
         let name = parts.removeFirst()
-        guard WebSocketHandshake.asciiLowercased(name) == "permessage-deflate" else {
+        guard name.asciiLowercased == "permessage-deflate" else {
             return .failure(NegotiationError("The server chose the extension \(name), which was not offered."))
         }
         var parameters = WebSocketDeflateParameters()
         var seen: Set<String> = []
         for part in parts {
             let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let key = WebSocketHandshake.asciiLowercased(
-                pair[0].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace))
+            let key = pair[0].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace).asciiLowercased
             let hasValue = pair.count == 2
             let value = hasValue ? unquoted(pair[1].trimmingCharacters(in: WebSocketHandshake.optionalWhitespace)) : nil
             guard seen.insert(key).inserted else {

@@ -151,11 +151,11 @@ struct WebSocketHandshake: Sendable {
                 ))
         }
         func values(_ name: String) -> [String] {
-            fields.filter { Self.asciiLowercased($0.0) == Self.asciiLowercased(name) }.map(\.1)
+            fields.filter { $0.0.asciiLowercased == name.asciiLowercased }.map(\.1)
         }
         func tokens(_ name: String) -> [String] {
             values(name).flatMap { $0.split(separator: ",") }.map {
-                Self.asciiLowercased($0.trimmingCharacters(in: Self.optionalWhitespace))
+                $0.trimmingCharacters(in: Self.optionalWhitespace).asciiLowercased
             }
         }
         var headerFields: [String: String] = [:]
@@ -210,12 +210,6 @@ struct WebSocketHandshake: Sendable {
 
     /// HTTP's optional whitespace (RFC 9110 5.6.3): space and horizontal tab, not Unicode's other spaces.
     static let optionalWhitespace = CharacterSet(charactersIn: " \t")
-
-    /// `text` with only the ASCII letters A to Z lowercased, for comparing tokens without case: Unicode's lowercasing
-    /// would let a non-ASCII letter pass for one (KELVIN SIGN U+212A becomes `k`).
-    static func asciiLowercased(_ text: String) -> String {
-        String(decoding: text.utf8.map(\.asciiLowercased), as: UTF8.self)
-    }
 
     private static func error(_ description: String, _ response: HTTPURLResponse? = nil) -> URLError {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: description]
