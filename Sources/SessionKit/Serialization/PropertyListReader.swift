@@ -396,11 +396,8 @@ struct XMLPropertyListReader {
             return bytes[range].reduce(0) { $0 * 10 + Int($1 - 0x30) }
         }
         guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10),
-            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19),
-            (1...12).contains(month), day >= 1, day <= HTTPDate.daysIn(month: month, year: year), hour <= 23,
-            minute <= 59, second <= 59
+            let hour = number(11..<13), let minute = number(14..<16), let second = number(17..<19)
         else { return nil }
-        let days = HTTPDate.daysSinceEpoch(year: year, month: month, day: day)
-        return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
+        return HTTPDate.date(year: year, month: month, day: day, time: (hour, minute, second), years: 0...9999)
     }
 }

@@ -30,13 +30,9 @@ enum CookieDate {
                 year = found
             }
         }
-        guard let (hour, minute, second) = time, let day, let month, var year else { return nil }
+        guard let time, let day, let month, var year else { return nil }
         if (70...99).contains(year) { year += 1900 } else if (0...69).contains(year) { year += 2000 }
-        guard year >= 1601, (1...31).contains(day), day <= HTTPDate.daysIn(month: month, year: year), hour <= 23,
-            minute <= 59, second <= 59
-        else { return nil }
-        let days = HTTPDate.daysSinceEpoch(year: year, month: month, day: day)
-        return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
+        return HTTPDate.date(year: year, month: month, day: day, time: time, years: 1601...9999)
     }
 
     /// delimiter = %x09 / %x20-2F / %x3B-40 / %x5B-60 / %x7B-7E

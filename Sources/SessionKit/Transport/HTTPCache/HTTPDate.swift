@@ -68,17 +68,21 @@ enum HTTPDate {
         return "\(name), \(two(day)) \(monthName) \(year) \(time) GMT"
     }
 
-    /// The date, if the day exists in its month and the year is within 1970…9999.
-    private static func date(year: Int, month: Int, day: Int, time: (Int, Int, Int)) -> Date? {
+    /// The date, if the day exists in its month and the year is within `years` (1970…9999 for HTTP); times past
+    /// 23:59:59 are not times. On the proleptic Gregorian calendar, in UTC: the one calendar of HTTP, cookie and
+    /// property-list dates.
+    static func date(
+        year: Int, month: Int, day: Int, time: (Int, Int, Int), years: ClosedRange<Int> = 1970...9999
+    ) -> Date? {
         let (hour, minute, second) = time
-        guard (1970...9999).contains(year), day >= 1, day <= daysIn(month: month, year: year), hour <= 23,
-            minute <= 59, second <= 59
+        guard years.contains(year), (1...12).contains(month), day >= 1, day <= daysIn(month: month, year: year),
+            hour <= 23, minute <= 59, second <= 59
         else { return nil }
         let days = daysSinceEpoch(year: year, month: month, day: day)
         return Date(timeIntervalSince1970: TimeInterval(((days * 24 + hour) * 60 + minute) * 60 + second))
     }
 
-    static func daysIn(month: Int, year: Int) -> Int {
+    private static func daysIn(month: Int, year: Int) -> Int {
         switch month {
         case 2: return year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) ? 29 : 28
         case 4, 6, 9, 11: return 30
@@ -96,7 +100,7 @@ enum HTTPDate {
     }
 
     /// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's `days_from_civil`).
-    static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
+    private static func daysSinceEpoch(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yearOfEra = y - era * 400
