@@ -228,7 +228,6 @@ import Foundation
     /// store.
     public static func cookieHeader(after fieldValues: [String], from origin: URL, to target: URL, now: Date) -> String?
     {
-        cookieStorage.removeCookies(since: .distantPast)
         for cookie in cookieStorage.cookies ?? [] { cookieStorage.deleteCookie(cookie) }
         let jar = CookieJar(storage: cookieStorage)
         jar.store(fieldValues, from: origin, now: now)

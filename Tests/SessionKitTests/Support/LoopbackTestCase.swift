@@ -40,9 +40,27 @@ class LoopbackTestCase: XCTestCase {
         manager.transport = transport
         return manager
     }
+
+    /// A manager on the curl transport for the loopback server, on an ephemeral configuration with a cookie storage
+    /// of its own; `configure` may change the configuration first.
+    func makeCurlManagerWithOwnCookies(
+        _ configure: (URLSessionConfiguration) -> Void = { _ in }
+    ) -> HTTPSessionManager {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.httpCookieStorage = makeOwnCookieStorage()
+        configure(configuration)
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        return manager
+    }
 }
 
 extension XCTestCase {
+    /// A cookie storage of its own: empty, and shared with no other test.
+    func makeOwnCookieStorage() -> HTTPCookieStorage {
+        HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.tests.\(UUID())")
+    }
+
     /// A manager on the curl transport that trusts the test root CA by pinning it (for the TLS and HTTP/2 servers),
     /// with a short timeout, and `baseURL` for its verbs.
     func makeRootCAPinnedManager(baseURL: URL? = nil) throws -> HTTPSessionManager {

@@ -12,7 +12,7 @@ final class CookieJarTests: LoopbackTestCase {
     private let now = Date(timeIntervalSince1970: 1_800_000_000)
 
     private func freshJar() -> CookieJar {
-        CookieJar(storage: HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.\(UUID())"))
+        CookieJar(storage: makeOwnCookieStorage())
     }
 
     private func url(_ string: String) throws -> URL { try XCTUnwrap(URL(string: string)) }
@@ -188,7 +188,7 @@ final class CookieJarTests: LoopbackTestCase {
     }
 
     func testNeverAcceptingStoresNothing() throws {
-        let storage = HTTPCookieStorage.sharedCookieStorage(forGroupContainerIdentifier: "sessionkit.\(UUID())")
+        let storage = makeOwnCookieStorage()
         CookieJar(storage: storage, acceptPolicy: .never).store(["a=1"], from: try url("http://h.test/"), now: now)
         XCTAssertEqual(storage.cookies?.count, 0)
     }
@@ -198,11 +198,7 @@ final class CookieJarTests: LoopbackTestCase {
     /// Through the curl transport: several `Set-Cookie` lines of one response, a comma inside a value, a deletion by
     /// `Max-Age=0`, and a cookie for another domain.
     func testTheCurlTransportFollowsTheStorageModel() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
-            forGroupContainerIdentifier: "sessionkit.\(UUID())")
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let manager = makeCurlManagerWithOwnCookies()
         func cookieHeader(after setCookies: [String]) async throws -> String? {
             var components = try XCTUnwrap(
                 URLComponents(url: server.url("/response-headers"), resolvingAgainstBaseURL: false))
@@ -215,6 +211,6 @@ final class CookieJarTests: LoopbackTestCase {
         XCTAssertEqual(first, "a=1; list=x, y")
         let second = try await cookieHeader(after: ["a=; Path=/; Max-Age=0"])
         XCTAssertEqual(second, "list=x, y", "the deletion deleted")
-        XCTAssertEqual(configuration.httpCookieStorage?.cookies?.map(\.name), ["list"])
+        XCTAssertEqual(manager.sessionConfiguration.httpCookieStorage?.cookies?.map(\.name), ["list"])
     }
 }

@@ -82,11 +82,7 @@ final class CurlTransportTests: LoopbackTestCase {
     /// Each hop of a redirect asks the cookie storage anew: a cookie the redirect response replaced or added goes on
     /// the next hop, also when the first hop carried cookies (it sent the old value).
     func testACookieARedirectSetsGoesOnTheNextHop() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
-            forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let manager = makeCurlManagerWithOwnCookies()
         func cookies(after path: String) async throws -> [String: String] {
             let object = try await manager.get(path).object
             return try XCTUnwrap((object as? [String: Any])?["cookies"] as? [String: String])
@@ -128,12 +124,7 @@ final class CurlTransportTests: LoopbackTestCase {
     }
 
     func testConfigurationHeadersCookiesAndUploadProgress() async throws {
-        let configuration = URLSessionConfiguration.ephemeral
-        configuration.httpAdditionalHeaders = ["X-Config": "yes"]
-        configuration.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
-            forGroupContainerIdentifier: "sessionkit.curl.\(UUID())")
-        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
-        manager.transport = .curl
+        let manager = makeCurlManagerWithOwnCookies { $0.httpAdditionalHeaders = ["X-Config": "yes"] }
         _ = try await manager.get("/headers")
         XCTAssertEqual(server.requests.last?.header("X-Config"), "yes")
         manager.responseSerializer = {

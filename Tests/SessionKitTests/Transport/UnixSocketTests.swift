@@ -131,10 +131,7 @@ final class UnixSocketTests: XCTestCase {
     func testTwoSocketsNeverShareCookies() async throws {
         let first = try await startServer("a.sock")
         let second = try await startServer("b.sock")
-        let manager = manager {
-            $0.httpCookieStorage = HTTPCookieStorage.sharedCookieStorage(
-                forGroupContainerIdentifier: "sessionkit.unix.\(UUID())")
-        }
+        let manager = manager { $0.httpCookieStorage = makeOwnCookieStorage() }
         _ = try await manager.get(first.url("/cookies/set?session=a").absoluteString)
         let again = try await manager.get(first.url("/cookies").absoluteString)
         XCTAssertEqual((again.object as? [String: Any])?["cookies"] as? [String: String], ["session": "a"])
