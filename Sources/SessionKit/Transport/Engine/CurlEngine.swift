@@ -49,34 +49,30 @@ final class CurlEngine: @unchecked Sendable {
 
     private static let engines = Protected<[Key: CurlEngine]>([:])
 
-    /// The engine of `policy` and `tlsVersions` with this many connections per host at most (0: no limit), created
-    /// on first use. A connection negotiated under one TLS range is never reused under another; one that presented a
-    /// client `identity` (or none) is never reused by a request with another (or none): each has an engine, and so a
-    /// connection cache, of its own.
-    static func engine(
+    /// Runs `start` with the engine of `policy` and `tlsVersions` with this many connections per host at most (0: no
+    /// limit), created on first use, while holding the table of engines. An engine leaves the table and closes under
+    /// the same lock (``retire()``), so an operation `start` enqueues is always taken: a new engine whose thread
+    /// found itself idle cannot retire between being found and being handed its first transfer. A connection
+    /// negotiated under one TLS range is never reused under another; one that presented a client `identity` (or none)
+    /// is never reused by a request with another (or none): each has an engine, and so a connection cache, of its own.
+    /// `streams` selects the engines of stream tasks (connect-only connections). Nil when no engine could be made.
+    ///
+    /// `start` runs under the table's lock: it may take the locks of a task and enqueue operations (lock order:
+    /// table, task, engine's pending list), but must not ask for an engine itself.
+    static func withEngine<Result>(
         for policy: SecurityPolicy, tlsVersions: TLSVersionRange = TLSVersionRange(),
-        maximumConnectionsPerHost: Int, identity: ClientIdentity? = nil
-    ) -> CurlEngine? {
+        maximumConnectionsPerHost: Int = 0, identity: ClientIdentity? = nil, streams: Bool = false,
+        _ start: (CurlEngine) -> Result
+    ) -> Result? {
         let key = Key(
             policy: policy.configurationKey, tlsVersions: tlsVersions,
-            maximumConnectionsPerHost: maximumConnectionsPerHost, identity: identity?.connectionKey ?? "")
-        return engines.write { engines in
-            if let engine = engines[key] { return engine }
+            maximumConnectionsPerHost: streams ? 0 : maximumConnectionsPerHost, streams: streams,
+            identity: streams ? "" : identity?.connectionKey ?? "")
+        return engines.write { engines -> Result? in
+            if let engine = engines[key] { return start(engine) }
             guard let engine = CurlEngine(key: key) else { return nil }
             engines[key] = engine
-            return engine
-        }
-    }
-
-    /// The engine of stream tasks under `policy` and `tlsVersions`, created on first use.
-    static func engine(forStreamsWith policy: SecurityPolicy, tlsVersions: TLSVersionRange) -> CurlEngine? {
-        let key = Key(
-            policy: policy.configurationKey, tlsVersions: tlsVersions, maximumConnectionsPerHost: 0, streams: true)
-        return engines.write { engines in
-            if let engine = engines[key] { return engine }
-            guard let engine = CurlEngine(key: key) else { return nil }
-            engines[key] = engine
-            return engine
+            return start(engine)
         }
     }
 
@@ -109,7 +105,8 @@ final class CurlEngine: @unchecked Sendable {
         thread.start()
     }
 
-    /// Starts `transfer` on the engine thread; false when this engine has retired (ask ``engine(for:maximumConnectionsPerHost:)`` again).
+    /// Starts `transfer` on the engine thread; false when this engine has retired (never inside
+    /// ``withEngine(for:tlsVersions:maximumConnectionsPerHost:identity:streams:_:)``).
     func add(_ transfer: CurlTransfer) -> Bool {
         enqueue(.add(transfer))
     }
@@ -120,7 +117,7 @@ final class CurlEngine: @unchecked Sendable {
     }
 
     /// Connects `connection` on the engine thread, which then drives its I/O until its task ends; false when this
-    /// engine has retired.
+    /// engine has retired (never inside ``withEngine(for:tlsVersions:maximumConnectionsPerHost:identity:streams:_:)``).
     func add(_ connection: CurlStreamConnection) -> Bool {
         enqueue(.addStream(connection))
     }

@@ -446,11 +446,10 @@ final class CurlTaskDriver: @unchecked Sendable {
             },
             uploadProgress: { _, _ in })
         guard let transfer = makeTransfer(request, credentials: credentials, remaining: remaining, events: events),
-            let engine = CurlEngine.engine(
+            CurlEngine.withEngine(
                 for: environment.policy, tlsVersions: environment.tlsVersions,
                 maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
-                identity: clientIdentity.forConnection()),
-            engine.add(transfer)
+                identity: clientIdentity.forConnection(), { $0.add(transfer) }) == true
         else {
             backgroundRevalidation?.endBackgroundRevalidation(response: nil, body: Data())
             backgroundRevalidation = nil
@@ -458,15 +457,14 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
     }
 
-    /// Starts `transfer` on the engine of the task's policy; an engine that retired meanwhile is replaced.
+    /// Starts `transfer` on the engine of the task's policy, made when none runs. The table of engines is held
+    /// meanwhile, so the engine cannot retire before it took the transfer.
     private func attach(_ transfer: CurlTransfer) -> Bool {
-        for _ in 0..<3 {
-            guard
-                let engine = CurlEngine.engine(
-                    for: environment.policy, tlsVersions: environment.tlsVersions,
-                    maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
-                    identity: clientIdentity.forConnection())
-            else { return false }
+        CurlEngine.withEngine(
+            for: environment.policy, tlsVersions: environment.tlsVersions,
+            maximumConnectionsPerHost: environment.settings.maximumConnectionsPerHost,
+            identity: clientIdentity.forConnection()
+        ) { engine -> Bool in
             let stillRunning = observed.write { observed -> Bool in
                 guard !observed.machine.isTerminal else { return false }
                 (observed.transfer, observed.engine) = (transfer, engine)
@@ -479,9 +477,8 @@ final class CurlTaskDriver: @unchecked Sendable {
             transfer.wakeOnBody { [weak engine, weak transfer] in
                 if let engine, let transfer { engine.unpause(transfer) }
             }
-            if engine.add(transfer) { return true }
-        }
-        return false
+            return engine.add(transfer)
+        } ?? false
     }
 
     /// Ends the task with `error` from outside a transfer (set-up failure, deadline), on the delegate queue.

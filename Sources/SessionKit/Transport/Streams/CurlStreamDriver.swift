@@ -246,13 +246,13 @@ final class CurlStreamDriver: @unchecked Sendable {
                             + "could not be set up)."))
             }
         }
-        for _ in 0..<3 {
-            guard
-                let engine = CurlEngine.engine(forStreamsWith: environment.policy, tlsVersions: environment.tlsVersions)
-            else { break }
+        let added = CurlEngine.withEngine(
+            for: environment.policy, tlsVersions: environment.tlsVersions, streams: true
+        ) { engine -> Bool in
             state.write { $0.engine = engine }
-            if engine.add(connection) { return }
+            return engine.add(connection)
         }
+        if added == true { return }
         connection.released()
         apply { $0.connected(StreamLifecycle.error(.unknown, "libcurl's engine could not be started.")) }
     }
