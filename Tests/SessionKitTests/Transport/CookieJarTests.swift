@@ -193,6 +193,36 @@ final class CookieJarTests: LoopbackTestCase {
         XCTAssertEqual(storage.cookies?.count, 0)
     }
 
+    func testOnlyFromTheMainDocumentDomainStoresNoThirdPartyCookie() throws {
+        let main = try url("https://www.example.com/page")
+        let cases: [(from: String, mainDocument: URL?, stored: Bool)] = [
+            ("https://www.example.com/x", main, true),  // the main document's own host
+            ("https://example.com/x", main, true),  // a domain the main document's host is in
+            ("https://EXAMPLE.com/x", main, true),
+            ("https://api.example.com/x", main, false),  // a sibling: another host
+            ("https://tracker.test/x", main, false),
+            ("https://ample.com/x", try url("https://example.com/"), false),  // a suffix of the name is not a domain
+            ("https://tracker.test/x", nil, true),  // no main document: the request is its own
+        ]
+        for (from, mainDocument, stored) in cases {
+            for policies in [
+                (HTTPCookie.AcceptPolicy.onlyFromMainDocumentDomain, HTTPCookie.AcceptPolicy.always),
+                (.always, .onlyFromMainDocumentDomain),
+            ] {
+                let storage = makeOwnCookieStorage()
+                storage.cookieAcceptPolicy = policies.1
+                CookieJar(storage: storage, acceptPolicy: policies.0)
+                    .store(["a=1"], from: try url(from), mainDocumentURL: mainDocument, now: now)
+                XCTAssertEqual(
+                    storage.cookies?.count, stored ? 1 : 0, "\(from) in \(mainDocument?.absoluteString ?? "-")")
+            }
+        }
+        let storage = makeOwnCookieStorage()
+        CookieJar(storage: storage, acceptPolicy: .always)
+            .store(["a=1"], from: try url("https://tracker.test/x"), mainDocumentURL: main, now: now)
+        XCTAssertEqual(storage.cookies?.count, 1, "accepting always: a third party's cookie too")
+    }
+
     // MARK: - Live
 
     /// Through the curl transport: several `Set-Cookie` lines of one response, a comma inside a value, a deletion by
@@ -212,5 +242,26 @@ final class CookieJarTests: LoopbackTestCase {
         let second = try await cookieHeader(after: ["a=; Path=/; Max-Age=0"])
         XCTAssertEqual(second, "list=x, y", "the deletion deleted")
         XCTAssertEqual(manager.sessionConfiguration.httpCookieStorage?.cookies?.map(\.name), ["list"])
+    }
+
+    /// The configuration's default accept policy, `.onlyFromMainDocumentDomain`, through the curl transport: a response
+    /// to a request whose main document is another site stores nothing; one whose main document is its own site does.
+    func testTheCurlTransportStoresNoCookieFromAThirdPartyResponse() async throws {
+        let manager = makeCurlManagerWithOwnCookies()
+        XCTAssertEqual(manager.sessionConfiguration.httpCookieAcceptPolicy, .onlyFromMainDocumentDomain)
+        let storage = try XCTUnwrap(manager.sessionConfiguration.httpCookieStorage)
+        func setCookie(_ value: String, mainDocument: URL?) async throws {
+            var components = try XCTUnwrap(
+                URLComponents(url: server.url("/response-headers"), resolvingAgainstBaseURL: false))
+            components.queryItems = [URLQueryItem(name: "Set-Cookie", value: value)]
+            var request = URLRequest(url: try XCTUnwrap(components.url))
+            request.mainDocumentURL = mainDocument
+            _ = try await manager.perform(request)
+        }
+        try await setCookie("third=1; Path=/", mainDocument: URL(string: "https://news.test/article"))
+        XCTAssertEqual(storage.cookies?.count, 0, "a third party's cookie")
+        try await setCookie("first=1; Path=/", mainDocument: server.url("/page"))
+        try await setCookie("own=1; Path=/", mainDocument: nil)
+        XCTAssertEqual(Set(storage.cookies?.map(\.name) ?? []), ["first", "own"])
     }
 }

@@ -20,7 +20,10 @@ import Foundation
 /// - A request gets the cookies whose domain and path it matches, `Secure` ones only over TLS, unexpired, longest path
 ///   first, then oldest first.
 ///
-/// The storage's and the configuration's accept policies are honoured: `.never` stores nothing.
+/// The storage's and the configuration's accept policies are honoured: `.never` stores nothing;
+/// `.onlyFromMainDocumentDomain` (either of them) stores the cookies of a response whose host is the request's
+/// `mainDocumentURL` host or a domain that host is in (`example.com` for `www.example.com`), and nothing from another
+/// site; a request without a `mainDocumentURL` is its own main document, as with URLSession.
 struct CookieJar {
     /// Schemes whose requests go over TLS.
     private static let secureSchemes: Set<String> = ["https", "wss", "https+unix"]
@@ -42,10 +45,11 @@ struct CookieJar {
         self.init(storage: storage, acceptPolicy: configuration.httpCookieAcceptPolicy)
     }
 
-    /// Stores the cookies of a response's `Set-Cookie` field values (one cookie each), received for `url`.
-    func store(_ fieldValues: [String], from url: URL, now: Date = Date()) {
+    /// Stores the cookies of a response's `Set-Cookie` field values (one cookie each), received for `url`, in a
+    /// request whose main document is `mainDocumentURL` (the request's `mainDocumentURL`).
+    func store(_ fieldValues: [String], from url: URL, mainDocumentURL: URL? = nil, now: Date = Date()) {
         guard !fieldValues.isEmpty, acceptPolicy != .never, storage.cookieAcceptPolicy != .never,
-            let host = Self.host(of: url)
+            let host = Self.host(of: url), accepts(from: host, mainDocumentURL: mainDocumentURL)
         else { return }
         let secure = Self.isSecure(url)
         for fieldValue in fieldValues {
@@ -105,6 +109,16 @@ struct CookieJar {
             return createdA != createdB ? createdA < createdB : first.offset < second.offset
         }
         return ordered.map { "\($0.element.name)=\($0.element.value)" }.joined(separator: "; ")
+    }
+
+    /// Whether a response from `host` may set cookies under the accept policies: with `.onlyFromMainDocumentDomain`,
+    /// only when `host` is the main document's host or a domain it is in. A main document without a host (none
+    /// given, or not an HTTP URL) leaves the response's own site as the main document.
+    private func accepts(from host: String, mainDocumentURL: URL?) -> Bool {
+        guard acceptPolicy == .onlyFromMainDocumentDomain || storage.cookieAcceptPolicy == .onlyFromMainDocumentDomain,
+            let mainDocumentURL, let mainHost = Self.host(of: mainDocumentURL)
+        else { return true }
+        return Self.domainMatches(mainHost, host)
     }
 
     // MARK: - RFC 6265's rules

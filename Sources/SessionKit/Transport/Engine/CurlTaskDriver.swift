@@ -660,7 +660,9 @@ final class CurlTaskDriver: @unchecked Sendable {
     private func storeCookies(_ lines: [(String, String)], for url: URL) {
         let request = observed.read { $0.currentRequest }
         guard request.httpShouldHandleCookies, let jar = environment.settings.cookies else { return }
-        jar.store(lines.compactMap { $0.0.equalsIgnoringASCIICase("Set-Cookie") ? $0.1 : nil }, from: url)
+        jar.store(
+            lines.compactMap { $0.0.equalsIgnoringASCIICase("Set-Cookie") ? $0.1 : nil }, from: url,
+            mainDocumentURL: request.mainDocumentURL)
     }
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.

@@ -445,7 +445,9 @@ final class WebSocketDriver: @unchecked Sendable {
         guard request.httpShouldHandleCookies, let jar = environment.cookies,
             let url = WebSocketDriver.httpURL(for: request.url)
         else { return }
-        jar.store(accepted.setCookies, from: url)
+        jar.store(
+            accepted.setCookies, from: url,
+            mainDocumentURL: request.mainDocumentURL)
     }
 
     /// The `http`/`https` URL of a `ws`/`wss` one: where its cookies live.
