@@ -122,7 +122,7 @@ extension URLSessionManager {
             (name: $0.key, value: $0.value)
         }
         for extra in extras
-        where !fields.contains(where: { $0.name.caseInsensitiveCompare(extra.name) == .orderedSame }) {
+        where !fields.contains(where: { $0.name.equalsIgnoringASCIICase(extra.name) }) {
             fields.append(extra)
         }
         return fields

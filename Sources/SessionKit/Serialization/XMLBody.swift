@@ -38,9 +38,87 @@ enum XMLBody {
         if emptyProcessingInstruction?.firstMatch(in: text, range: range) != nil {
             throw Refusal(description: "the XML body holds a processing instruction without data")
         }
-        if hasInternalSubset(Array(text.utf8)) {
+        let bytes = Array(text.utf8)
+        if hasInternalSubset(bytes) {
             throw Refusal(description: "the XML body holds an internal DTD subset")
         }
+        if elementDepth(of: bytes) > NestingLimit.maximumDepth {
+            throw Refusal(description: NestingLimit.reason("the XML body's elements are"))
+        }
+    }
+
+    /// How deeply the elements of `bytes` nest at most; counting stops past ``NestingLimit/maximumDepth``.
+    ///
+    /// `XMLParser` streams a deep document without crashing, but keeps about 60 bytes per open element (1,000,000
+    /// levels: 62 MB), and a delegate that keeps a stack keeps its own on top: 64 MiB of `<a>` (the default in-memory
+    /// body limit) would hold 1.3 GB before the delegate's share. (Without a delegate, Foundation's parser stops near
+    /// 256 levels; with one, as every caller parses, it does not.) So, as JSON and property lists are, an XML body is
+    /// refused past the limit. Start tags count (an empty-element tag `<a/>` does not), end tags uncount; comments,
+    /// CDATA sections, processing instructions and declarations count nothing, and a quoted attribute value or
+    /// literal may hold `>` or `/`. A malformed body is the parser's to reject: this only bounds what it would hold.
+    static func elementDepth(of bytes: [UInt8]) -> Int {
+        let (open, close, slash, bang, question, dash) = (
+            UInt8(ascii: "<"), UInt8(ascii: ">"), UInt8(ascii: "/"), UInt8(ascii: "!"), UInt8(ascii: "?"),
+            UInt8(ascii: "-")
+        )
+        /// The index just past the first `terminator` at or after `index`, or the end.
+        func skip(past terminator: [UInt8], from index: Int) -> Int {
+            var index = index
+            while index + terminator.count <= bytes.count {
+                if bytes[index] == terminator[0], bytes[index..<(index + terminator.count)].elementsEqual(terminator) {
+                    return index + terminator.count
+                }
+                index += 1
+            }
+            return bytes.count
+        }
+        /// The index of the `>` that closes a tag or declaration begun before `index`, quoted text skipped; or the end.
+        func closingBracket(from index: Int) -> Int {
+            var index = index
+            var quote: UInt8?
+            while index < bytes.count {
+                let byte = bytes[index]
+                if let open = quote {
+                    if byte == open { quote = nil }
+                } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+                    quote = byte
+                } else if byte == close {
+                    return index
+                }
+                index += 1
+            }
+            return bytes.count
+        }
+        var (depth, deepest) = (0, 0)
+        var index = 0
+        while index < bytes.count {
+            guard bytes[index] == open, index + 1 < bytes.count else {
+                index += 1
+                continue
+            }
+            let next = bytes[index + 1]
+            if next == bang, index + 3 < bytes.count, bytes[index + 2] == dash, bytes[index + 3] == dash {
+                index = skip(past: Array("-->".utf8), from: index + 4)
+            } else if next == bang, bytes[(index + 2)...].starts(with: Array("[CDATA[".utf8)) {
+                index = skip(past: Array("]]>".utf8), from: index + 9)
+            } else if next == question {
+                index = skip(past: Array("?>".utf8), from: index + 2)
+            } else if next == bang {
+                index = closingBracket(from: index + 2) + 1
+            } else if next == slash {
+                depth = max(0, depth - 1)
+                index = closingBracket(from: index + 2) + 1
+            } else {
+                let end = closingBracket(from: index + 1)
+                if end < bytes.count, bytes[end - 1] != slash {
+                    depth += 1
+                    deepest = max(deepest, depth)
+                    if depth > NestingLimit.maximumDepth { return depth }
+                }
+                index = end + 1
+            }
+        }
+        return deepest
     }
 
     /// Whether a `<!DOCTYPE` of `bytes` (in any case) opens an internal subset: a `[` before the declaration's

@@ -281,20 +281,41 @@ final class NestingLimitTests: XCTestCase {
         XCTAssertTrue(underLimit.succeeded, "\(underLimit)")
     }
 
-    /// The XML serializer hands over a parser without walking the document; libxml2 bounds the depth when it runs.
+    /// The XML serializer counts the elements' depth before it hands over a parser: past the limit, the body is
+    /// refused (the parser would hold every open element); within it, the parser parses.
     func testXMLResponseOfDeepElements() async {
+        @Sendable func document(_ depth: Int, open: String = "<a>", close: String = "</a>") -> Data {
+            Data((String(repeating: open, count: depth) + String(repeating: close, count: depth)).utf8)
+        }
         let deep = await onSmallStack {
-            let body = Data(
-                (String(repeating: "<a>", count: Self.hostileDepth)
-                    + String(repeating: "</a>", count: Self.hostileDepth)).utf8)
+            _ = try XMLParserResponseSerializer().responseObject(
+                for: Self.response("application/xml"), data: document(Self.hostileDepth))
+        }
+        assertRefused(deep, domain: SessionKitError.responseSerializationDomain)
+        XCTAssertTrue(deep.carriesResponseAndData, "\(deep)")
+        let justPast = await onSmallStack {
+            _ = try XMLParserResponseSerializer().responseObject(
+                for: Self.response("application/xml"), data: document(Self.limit + 1, open: "<a x='>/'>"))
+        }
+        assertRefused(justPast, domain: SessionKitError.responseSerializationDomain)
+
+        let underLimit = await onSmallStack {
+            // What counts nothing: empty elements, comments, CDATA, processing instructions, a `>` or `/` in a value.
+            let noise = "<b/><!-- <c> --><![CDATA[<d>]]><?pi <e>?><f g=\"/>\" h='>'/>"
+            let body = document(Self.limit, open: "<a k=\"v>\">" + noise, close: noise + "</a>")
             let parser =
                 try XMLParserResponseSerializer().responseObject(for: Self.response("application/xml"), data: body)
                 as? XMLParser
-            guard let parser, !parser.parse() else {
-                throw NSError(domain: "test", code: 1, userInfo: [NSLocalizedDescriptionKey: "no parser, or it parsed"])
+            // With a delegate, as a caller parses: without one, Foundation's parser stops near 256 levels.
+            let delegate = IgnoringXMLDelegate()
+            parser?.delegate = delegate
+            guard let parser, parser.parse() else {
+                throw NSError(
+                    domain: "test", code: 1,
+                    userInfo: [NSLocalizedDescriptionKey: "no parse: \(String(describing: parser?.parserError))"])
             }
         }
-        XCTAssertTrue(deep.succeeded, "\(deep)")
+        XCTAssertTrue(underLimit.succeeded, "\(underLimit)")
     }
 
     // MARK: - Archives
@@ -331,3 +352,6 @@ final class NestingLimitTests: XCTestCase {
         return Data(bytes)
     }
 }
+
+/// A delegate that takes every event and keeps nothing.
+private final class IgnoringXMLDelegate: NSObject, XMLParserDelegate {}

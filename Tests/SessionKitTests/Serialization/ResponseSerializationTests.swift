@@ -204,6 +204,40 @@ final class ResponseSerializerKindsTests: XCTestCase {
                 for: response(200, "text/xml"), data: Data(stylesheet.utf8)))
     }
 
+    /// The XML depth limit counts elements only: what looks like a tag inside a value, a comment, a CDATA section, a
+    /// processing instruction or a declaration neither deepens nor closes anything, and a stray end tag grants no
+    /// extra depth.
+    func testXMLDepthCountsElementsOnly() throws {
+        let limit = HTTPResponseSerializer.maximumNestingDepth
+        func parses(_ text: String) throws -> Bool {
+            do {
+                return try XMLParserResponseSerializer().responseObject(
+                    for: response(200, "text/xml"), data: Data(text.utf8)) is XMLParser
+            } catch {
+                XCTAssertEqual((error as NSError).code, URLError.cannotDecodeContentData.rawValue)
+                return false
+            }
+        }
+        let open = String(repeating: "<a>", count: limit)
+        let close = String(repeating: "</a>", count: limit)
+        let inner = String(repeating: "<a>", count: limit - 1)
+        let innerClose = String(repeating: "</a>", count: limit - 1)
+        for noise in ["<b/>", "<!-- <c> -->", "<![CDATA[<d>]]>", "<?pi <e>?>", "<f g=\"/>\" h='>'/>"] {
+            XCTAssertTrue(try parses("<r>" + noise + inner + noise + innerClose + noise + "</r>"), noise)
+        }
+        for prolog in ["<!-- <c> -->", "<?pi <e>?>", "<!DOCTYPE r SYSTEM \"<y>\">"] {
+            XCTAssertTrue(try parses(prolog + open + close), prolog)
+        }
+        XCTAssertTrue(try parses("<r>" + inner + innerClose + inner + innerClose + "</r>"), "siblings do not add up")
+        XCTAssertFalse(try parses(open + "<a>" + "</a>" + close), "one past the limit")
+        XCTAssertFalse(
+            try parses(String(repeating: "<a x=\"</a>\">", count: limit + 1)),
+            "an end tag inside a value closes nothing")
+        XCTAssertFalse(
+            try parses(String(repeating: "</a>", count: 10) + open + "<a>"), "a stray end tag grants no depth")
+        XCTAssertFalse(try parses(open + "<!-- --></a>" + "<a><a>"), "a comment ends where it ends")
+    }
+
     func testPropertyListSerializerReadsXMLAndBinary() throws {
         let value: [String: Any] = ["a": [1, 2], "b": "text"]
         for format in [PropertyListSerialization.PropertyListFormat.xml, .binary] {
