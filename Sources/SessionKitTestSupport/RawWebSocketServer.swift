@@ -55,11 +55,26 @@ public final class RawWebSocketServer: @unchecked Sendable {
     public let port: Int
     private let group: MultiThreadedEventLoopGroup
     private let channel: Channel
-    private let log: NIOLockedValueBox<(upgrades: [Upgrade], afterHead: [Data], connections: Int)>
+    private let log: NIOLockedValueBox<Log>
+
+    /// Which side closed a connection first.
+    public enum Closer: Sendable, Equatable {
+        /// The client (its FIN, or its reset, came before the server closed).
+        case client
+        /// The server.
+        case server
+    }
+
+    /// What the server saw, per connection.
+    struct Log {
+        var upgrades: [Upgrade] = []
+        var afterHead: [Data] = []
+        var connections = 0
+        var firstToClose: [Int: Closer] = [:]
+    }
 
     private init(
-        port: Int, group: MultiThreadedEventLoopGroup, channel: Channel,
-        log: NIOLockedValueBox<(upgrades: [Upgrade], afterHead: [Data], connections: Int)>
+        port: Int, group: MultiThreadedEventLoopGroup, channel: Channel, log: NIOLockedValueBox<Log>
     ) {
         self.port = port
         self.group = group
@@ -67,10 +82,14 @@ public final class RawWebSocketServer: @unchecked Sendable {
         self.log = log
     }
 
-    /// Starts a server whose `script` gives the bytes to answer each upgrade request with.
-    public static func start(script: @escaping @Sendable (Upgrade) -> Data) async throws -> RawWebSocketServer {
+    /// Starts a server whose `script` gives the bytes to answer each upgrade request with. With
+    /// `closingAfterClientClose`, the server closes a connection that many seconds after the client's close frame
+    /// arrived (as RFC 6455 7.1.1 asks of a server), unless the client closed it first: ``firstToClose(connection:)``.
+    public static func start(
+        closingAfterClientClose closeDelay: TimeInterval? = nil, script: @escaping @Sendable (Upgrade) -> Data
+    ) async throws -> RawWebSocketServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let log = NIOLockedValueBox((upgrades: [Upgrade](), afterHead: [Data](), connections: 0))
+        let log = NIOLockedValueBox(Log())
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
@@ -80,11 +99,12 @@ public final class RawWebSocketServer: @unchecked Sendable {
                     log.afterHead.append(Data())
                     return log.afterHead.count - 1
                 }
-                let handler = RawWebSocketHandler(script: script) { event in
+                let handler = RawWebSocketHandler(script: script, closeDelay: closeDelay) { event in
                     log.withLockedValue { log in
                         switch event {
                         case .upgrade(let upgrade): log.upgrades.append(upgrade)
                         case .bytes(let bytes): log.afterHead[index].append(bytes)
+                        case .closed(let closer): log.firstToClose[index] = log.firstToClose[index] ?? closer
                         }
                     }
                 }
@@ -110,6 +130,11 @@ public final class RawWebSocketServer: @unchecked Sendable {
 
     /// TCP connections accepted.
     public var connections: Int { log.withLockedValue { $0.connections } }
+
+    /// Which side closed connection `index` first; nil while it is open.
+    public func firstToClose(connection index: Int = 0) -> Closer? {
+        log.withLockedValue { $0.firstToClose[index] }
+    }
 
     /// The frames the client sent after its request on connection `index` (complete ones only).
     public func clientFrames(connection index: Int = 0) -> [ClientFrame] {
@@ -214,22 +239,37 @@ private final class RawWebSocketHandler: ChannelInboundHandler {
     enum Event {
         case upgrade(RawWebSocketServer.Upgrade)
         case bytes(Data)
+        case closed(RawWebSocketServer.Closer)
     }
 
     private let script: @Sendable (RawWebSocketServer.Upgrade) -> Data
     private let record: (Event) -> Void
+    private let closeDelay: TimeInterval?
     private var head = Data()
     private var answered = false
+    /// What the client sent after its request, to find its close frame in.
+    private var afterHead: [UInt8] = []
+    private var closeScheduled = false
+    private var closed = false
 
-    init(script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data, record: @escaping (Event) -> Void) {
+    init(
+        script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data, closeDelay: TimeInterval?,
+        record: @escaping (Event) -> Void
+    ) {
         self.script = script
+        self.closeDelay = closeDelay
         self.record = record
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         var buffer = unwrapInboundIn(data)
         guard let bytes = buffer.readBytes(length: buffer.readableBytes) else { return }
-        if answered { return record(.bytes(Data(bytes))) }
+        if answered {
+            record(.bytes(Data(bytes)))
+            afterHead += bytes
+            closeAfterClientClose(context: context)
+            return
+        }
         head.append(contentsOf: bytes)
         guard let end = head.range(of: Data("\r\n\r\n".utf8)) else { return }
         answered = true
@@ -246,7 +286,35 @@ private final class RawWebSocketHandler: ChannelInboundHandler {
         context.writeAndFlush(wrapOutboundOut(context.channel.allocator.buffer(bytes: answer)), promise: nil)
     }
 
+    /// Once the client's close frame came, closes the connection after the delay, unless the client closed it.
+    private func closeAfterClientClose(context: ChannelHandlerContext) {
+        guard let closeDelay, !closeScheduled,
+            RawWebSocketServer.decode(afterHead).contains(where: { $0.opcode == 0x8 })
+        else { return }
+        closeScheduled = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: .milliseconds(Int64(closeDelay * 1000))) {
+            let (handler, context) = bound.value
+            guard !handler.closed else { return }
+            handler.closed = true
+            handler.record(.closed(.server))
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !closed {
+            closed = true
+            record(.closed(.client))
+        }
+        context.fireChannelInactive()
+    }
+
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if !closed {
+            closed = true
+            record(.closed(.client))  // a reset
+        }
         context.close(promise: nil)
     }
 }

@@ -40,6 +40,7 @@ final class MultipartBodyStream: InputStream {
         var error: Error?
         var throttle: (packetSize: Int, delay: TimeInterval)?
         var emptyOffset = 0
+        var claimed = false
     }
 
     let boundary: String
@@ -60,10 +61,34 @@ final class MultipartBodyStream: InputStream {
             emptyBody.map { Int64($0.count) }
             ?? parts.reduce(0) { $0 + $1.contentLength(boundary: boundary) }
         self.state = Protected(State(parts: parts, throttle: throttle))
+        self.unreadParts = parts
+        self.throttle = throttle
         super.init(data: Data())
     }
 
     private let emptyBody: Data?
+    /// The parts as they were before the first read, and the throttle: what ``replay()`` starts again from.
+    private let unreadParts: [MultipartBodyPart]
+    private let throttle: (packetSize: Int, delay: TimeInterval)?
+
+    /// Takes the stream for one transfer: true the first time only. A stream once given to a transfer is read (often
+    /// to its end) by it; a later transfer of the same request (a 307 or 308 redirect, an authentication round, a
+    /// retry, the same `URLRequest` sent again) sends a ``replay()``, never the rest.
+    func claim() -> Bool {
+        state.write { state in
+            defer { state.claimed = true }
+            return !state.claimed
+        }
+    }
+
+    /// A new stream of the same body from its first byte; nil when a part is a caller's `InputStream`, which can be
+    /// read once only.
+    func replay() -> MultipartBodyStream? {
+        for part in unreadParts {
+            if case .stream = part.source { return nil }
+        }
+        return MultipartBodyStream(parts: unreadParts, boundary: boundary, throttle: throttle)
+    }
 
     // MARK: - InputStream
 

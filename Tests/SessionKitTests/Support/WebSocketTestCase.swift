@@ -31,13 +31,15 @@ class WebSocketTestCase: XCTestCase {
         return server
     }
 
-    /// Starts a raw server answering each upgrade with `script`'s bytes, stopped after the test.
+    /// Starts a raw server answering each upgrade with `script`'s bytes (and closing a connection
+    /// `closingAfterClientClose` seconds after the client's close frame), stopped after the test.
     func startRaw(
+        closingAfterClientClose closeDelay: TimeInterval? = nil,
         _ script: @escaping @Sendable (RawWebSocketServer.Upgrade) -> Data
     ) async throws
         -> RawWebSocketServer
     {
-        let server = try await RawWebSocketServer.start(script: script)
+        let server = try await RawWebSocketServer.start(closingAfterClientClose: closeDelay, script: script)
         rawServers.append(server)
         return server
     }

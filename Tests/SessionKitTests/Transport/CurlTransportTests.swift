@@ -201,6 +201,64 @@ final class CurlTransportTests: LoopbackTestCase {
         }
     }
 
+    /// A multipart body is read in place, as it is sent: a 307 or 308 (whose server read the whole body first, as
+    /// the test server does) left it at its end, so the redirected POST declared its `Content-Length` and sent
+    /// nothing, and the server waited for the body. It goes again from its first byte, and so does the same request
+    /// sent by a second task. A body with a caller's stream, which cannot be read twice, fails the redirect.
+    func testAMultipartBodyGoesWholeAgainAfterARedirectAndInASecondTask() async throws {
+        let manager = URLSessionManager(sessionConfiguration: .ephemeral)
+        manager.transport = .curl
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-multipart-\(UUID()).bin")
+        try Data((0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31) }).write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        func send(_ request: URLRequest) async throws -> (Int?, Error?) {
+            try await awaitCallback { done in
+                manager.dataTask(
+                    with: request,
+                    completionHandler: { response, _, error in
+                        done(((response as? HTTPURLResponse)?.statusCode, error))
+                    }
+                ).resume()
+            }
+        }
+        for status in [307, 308] {
+            server.clearRequests()
+            let request = try HTTPRequestSerializer().multipartFormRequest(
+                withMethod: "POST",
+                urlString: server.url("/redirect-to?url=/anything&status_code=\(status)").absoluteString,
+                parameters: ["name": "value"]
+            ) { form in
+                try form.appendPart(withFileURL: file, name: "file")
+                form.appendPart(withFormData: Data("after the file".utf8), name: "note")
+            }
+            let (code, error) = try await send(request)
+            XCTAssertNil(error, "\(status)")
+            XCTAssertEqual(code, 200, "\(status)")
+            // The same request again, in a task of its own: its stream was read by the first task.
+            let (again, againError) = try await send(request)
+            XCTAssertNil(againError, "\(status), sent again")
+            XCTAssertEqual(again, 200, "\(status), sent again")
+            let requests = server.requests
+            XCTAssertEqual(requests.map(\.path), ["/redirect-to", "/anything", "/redirect-to", "/anything"])
+            let whole = try XCTUnwrap(requests.first?.body)
+            XCTAssertGreaterThan(whole.count, 100_000)
+            for sent in requests {
+                XCTAssertEqual(sent.body, whole, "\(status): \(sent.uri) carries the whole body")
+                XCTAssertEqual(sent.header("Content-Length"), String(whole.count))
+            }
+        }
+
+        let stream = InputStream(data: Data(repeating: 0x61, count: 1000))
+        let once = try HTTPRequestSerializer().multipartFormRequest(
+            withMethod: "POST", urlString: server.url("/redirect-to?url=/anything&status_code=307").absoluteString,
+            parameters: nil
+        ) { form in
+            form.appendPart(with: stream, name: "stream", fileName: "s.txt", length: 1000, mimeType: "text/plain")
+        }
+        let (_, error) = try await send(once)
+        XCTAssertEqual((error as? URLError)?.code, .requestBodyStreamExhausted, "\(String(describing: error))")
+    }
+
     func testRedirectsFollowLimitCycleAndTheManagersClosure() async throws {
         let manager = makeManager(transport: .curl)
         let followed = try await manager.get("/redirect/3")

@@ -265,6 +265,25 @@ final class WebSocketTaskTests: WebSocketTestCase {
         XCTAssertEqual(pending.deliveries, 1)
     }
 
+    /// RFC 6455 7.1.1: after the closing handshake the server closes the TCP connection first, so that the server, not
+    /// the client, holds TIME_WAIT. The client echoed the server's close frame and then shut its write side at once
+    /// (its FIN first, so the client's port sat in TIME_WAIT for a minute); it now reads until the server closes.
+    func testAfterTheClosingHandshakeTheServerClosesTheConnectionFirst() async throws {
+        let server = try await startRaw(closingAfterClientClose: 0.2) { upgrade in
+            RawWebSocketServer.upgradeResponse(for: upgrade)
+                + RawWebSocketServer.frame(opcode: 0x8, payload: [0x03, 0xE8] + Array("bye".utf8))
+        }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let error = try await awaitCompletion(of: task, in: completions)
+        XCTAssertNil(error)
+        XCTAssertEqual(task.closeCode, .normalClosure)
+        try await waitUntil("the connection closed") { server.firstToClose() != nil }
+        XCTAssertEqual(server.clientFrames().map(\.closeCode), [1000], "the close frame echoed")
+        XCTAssertEqual(server.firstToClose(), .server)
+    }
+
     func testCancelWithACloseCodeRunsTheCloseHandshake() async throws {
         let server = try await startServer()
         let (manager, completions) = makeManager()

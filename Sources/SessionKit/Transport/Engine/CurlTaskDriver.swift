@@ -359,6 +359,17 @@ final class CurlTaskDriver: @unchecked Sendable {
             let size = try? FileManager.default.attributesOfItem(atPath: bodyFile.path)[.size] as? NSNumber
             if let size { request.setValue(size.stringValue, forHTTPHeaderField: "Content-Length") }
         }
+        if let multipart = request.httpBodyStream as? MultipartBodyStream, !multipart.claim() {
+            // Given to an earlier transfer (this task's before a redirect or an authentication round, or another
+            // task's that sent the same request), which read it as far as it got, often to its end: sent from the
+            // rest, the body would fall short of its `Content-Length`, and the server would take the connection's
+            // next request for the missing bytes. It goes again from its first byte.
+            guard let fresh = multipart.replay(), fresh.claim() else {
+                let failingURL: [String: Any] = [NSURLErrorFailingURLErrorKey: request.url as Any]
+                return fail(RequestBodyPipe.notReplayableError(userInfo: failingURL))
+            }
+            request.httpBodyStream = fresh
+        }
         let pumped = request.httpBodyStream.flatMap {
             InputStreamPump.pumps($0, readInPlace: readsFileInPlace) ? $0 : nil
         }

@@ -83,6 +83,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// Back-pressure towards the per-task delegate, nil when the task has none.
     let flowControl: FlowControl?
     private var bodyStreamFailed = false
+    /// Bytes a body stream read in place has given (engine thread), and whether it ended before its `Content-Length`.
+    private var bodyStreamSent: Int64 = 0
+    private var bodyStreamEndedShort = false
 
     /// A credential answering an authentication challenge: the origin server's (401) or the proxy's (407).
     struct Credential: Equatable {
@@ -531,7 +534,17 @@ final class CurlTransfer: @unchecked Sendable {
             transfer.bodyStreamFailed = true
             return 0x1000_0000
         }
-        if read == 0 { stream.close() }
+        if read == 0 {
+            stream.close()
+            if transfer.uploadLength > transfer.bodyStreamSent {
+                // Ending the body here would leave the server waiting for the rest of its `Content-Length`, taking
+                // the next request on the connection for it: the transfer fails instead, its connection not reused.
+                (transfer.bodyStreamEndedShort, transfer.bodyStreamFailed) = (true, true)
+                _ = sk_curl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
+                return 0x1000_0000  // CURL_READFUNC_ABORT
+            }
+        }
+        transfer.bodyStreamSent += Int64(read)
         return read
     }
 
@@ -557,6 +570,7 @@ final class CurlTransfer: @unchecked Sendable {
         guard let bodyFile, let reopened = Self.stream(of: bodyFile, from: offset) else { return false }
         bodyStream?.close()
         bodyStream = reopened
+        bodyStreamSent = offset
         return true
     }
 
@@ -875,6 +889,13 @@ final class CurlTransfer: @unchecked Sendable {
         if bodyStreamFailed, let pipe = bodyPipe {
             let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
             return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+        }
+        if bodyStreamEndedShort {
+            let reason =
+                "The request body stream ended after \(bodyStreamSent) of its declared \(uploadLength) bytes "
+                + "(Content-Length): the request was cut short and its connection closed."
+            return URLError(
+                .cannotDecodeRawData, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
         if bodyStreamFailed { return Self.bodyStreamError(bodyStream?.failure, userInfo) }
         if headTimedOut, let limit = responseHeadTimeout {

@@ -348,15 +348,27 @@ final class WebSocketDriver: @unchecked Sendable {
                 self?.apply { $0.closeTimedOut() }
             }
         case .shutdown:
-            // The close frame goes out first (the stream's writes keep their order); a peer that then holds the
-            // connection open is cut off after the close timeout.
-            stream.closeWrite()
+            // RFC 6455 7.1.1: the server should close the TCP connection first, so that it, not the client, holds
+            // TIME_WAIT. After the close frame (the stream's writes keep their order) the stream is read to its end,
+            // whatever comes dropped, and closed then; a peer that holds the connection open is cut off after 10 s.
+            Self.readToEnd(stream)
             let stream = stream
             environment.delegateQueue.asyncAfter(deadline: .now() + 10) { stream.cancel() }
         case .abort:
             stream.cancel()
         case .opened, .deliver, .completeSend, .completePing, .closed, .finish:
             break
+        }
+    }
+
+    /// Reads `stream` until the peer closed it (or it failed, or was cancelled), dropping what it reads, then closes it.
+    private static func readToEnd(_ stream: SessionStreamTask) {
+        stream.readData(ofMinLength: 1, maxLength: 64 * 1024, timeout: 0) { _, atEOF, error in
+            if atEOF || error != nil {
+                stream.cancel()
+            } else {
+                readToEnd(stream)
+            }
         }
     }
 
