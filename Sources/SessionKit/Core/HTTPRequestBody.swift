@@ -45,7 +45,8 @@ public struct HTTPRequestBody: Sendable {
     ///
     /// - Parameters:
     ///   - length: The body's size in bytes, sent as `Content-Length`; nil sends it chunked (HTTP/1.1) or as HTTP/2
-    ///     DATA frames.
+    ///     DATA frames. The body must be exactly that long: a write past it throws, and an end before it fails the
+    ///     request, both with `URLError.cannotDecodeRawData` saying so.
     ///   - write: Writes the body; its error fails the request.
     public static func stream(
         length: Int64? = nil, _ write: @escaping @Sendable (HTTPBodyWriter) async throws -> HTTPFields?

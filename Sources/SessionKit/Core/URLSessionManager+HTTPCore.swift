@@ -136,7 +136,7 @@ extension URLSessionManager {
                         "The request body's trailers could not be sent: URLSession on Linux sends no request trailers "
                             + "(the curl transport sends them after a chunked HTTP/1.1 body).", url: urlRequest.url)
                 }
-                urlRequest.httpBody = collector.collected()
+                urlRequest.httpBody = try collector.collected()
                 upload = .httpBody
             } else {
                 let streamed = RequestBodyPipe(length: length)

@@ -5,7 +5,10 @@ import Foundation
 /// instead until ``onReadable`` says bytes (or the end) arrived. The writer's trailers travel with its end.
 ///
 /// Used once: a body that went out cannot be sent again (``claim()``), so a redirect or a retry that needs it fails
-/// instead of sending something else.
+/// instead of sending something else. A body with a ``length`` is exactly that long: a write past it fails the
+/// writer and the body, and an end before it fails the body (``LengthMismatch``), rather than send a request whose
+/// `Content-Length` does not match what follows (the server would wait for the rest, or read the excess as the
+/// connection's next request).
 final class RequestBodyPipe: @unchecked Sendable {
     // @unchecked Sendable: every mutable field is in `state`, a `Protected` box; `onReadable` is set before the
     // transfer starts and read under the box's lock.
@@ -33,6 +36,29 @@ final class RequestBodyPipe: @unchecked Sendable {
         var writers: [CheckedContinuation<Void, Error>] = []
         var claimed = false
         var onReadable: (@Sendable () -> Void)?
+        /// Bytes written, and bytes read by the transfer.
+        var written: Int64 = 0
+        var delivered: Int64 = 0
+    }
+
+    /// A body whose bytes did not match its declared length.
+    struct LengthMismatch: Error, CustomStringConvertible {
+        /// The declared length (`Content-Length`).
+        let declared: Int64
+        /// Bytes written when the body ended, or the count a write would have reached past the length.
+        let written: Int64
+
+        var description: String {
+            written < declared
+                ? "The request body ended after \(written) of its declared \(declared) bytes (Content-Length)."
+                : "The request body was written past its declared \(declared) bytes (Content-Length), to \(written)."
+        }
+
+        /// The error a request with such a body fails with: `URLError.cannotDecodeRawData`, saying why, with
+        /// `userInfo` (the failing URL).
+        func urlError(userInfo: [String: Any] = [:]) -> URLError {
+            URLError(.cannotDecodeRawData, userInfo: userInfo.merging([NSLocalizedDescriptionKey: description]) { $1 })
+        }
     }
 
     /// Bytes that may wait before the writer suspends.
@@ -73,6 +99,12 @@ final class RequestBodyPipe: @unchecked Sendable {
                 let (wake, outcome) = state.write { state -> ((@Sendable () -> Void)?, Result<Void, Error>?) in
                     if let failure = state.failure { return (nil, .failure(failure)) }
                     if state.finished { return (nil, .failure(Self.writtenAfterEnd)) }
+                    if let length, state.written + Int64(data.count) > length {
+                        return (
+                            nil, .failure(LengthMismatch(declared: length, written: state.written + Int64(data.count)))
+                        )
+                    }
+                    state.written += Int64(data.count)
                     state.chunks.append(data)
                     state.buffered += data.count
                     let wake = state.readerWaiting ? state.onReadable : nil
@@ -82,6 +114,10 @@ final class RequestBodyPipe: @unchecked Sendable {
                     return (wake, nil)
                 }
                 wake?()
+                if case .failure(let mismatch as LengthMismatch)? = outcome {
+                    fail(mismatch)
+                    return continuation.resume(throwing: mismatch.urlError())
+                }
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
@@ -138,12 +174,17 @@ final class RequestBodyPipe: @unchecked Sendable {
                 }
             }
             state.buffered -= copied
+            state.delivered += Int64(copied)
             var resumed: [CheckedContinuation<Void, Error>] = []
             if state.buffered < capacity {
                 resumed = state.writers
                 state.writers = []
             }
             if copied > 0 { return (.bytes(copied), resumed) }
+            if state.finished, let length, state.delivered < length {
+                state.failure = LengthMismatch(declared: length, written: state.delivered)
+                return (.failed, resumed)
+            }
             if state.finished { return (.end, resumed) }
             state.readerWaiting = true
             return (.wouldBlock, resumed)
@@ -177,8 +218,13 @@ final class RequestBodyPipe: @unchecked Sendable {
     }
 
     /// Every byte written so far, taken out of the pipe (a body collected before it is sent).
-    func collected() -> Data {
-        state.write { state -> Data in
+    ///
+    /// - Throws: ``LengthMismatch``'s `URLError` when the body has a ``length`` and fewer bytes were written.
+    func collected() throws -> Data {
+        if let length, case let written = state.read({ $0.written }), written < length {
+            throw LengthMismatch(declared: length, written: written).urlError()
+        }
+        return state.write { state -> Data in
             var data = Data(capacity: state.buffered)
             for (index, chunk) in state.chunks.enumerated() {
                 data.append(index == 0 ? chunk.dropFirst(state.offset) : chunk)

@@ -157,6 +157,39 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         }
     }
 
+    /// A streamed body is exactly its declared length: one that ends short, or is written past it, fails with
+    /// `cannotDecodeRawData` saying so, instead of sending a `Content-Length` the bytes do not match (the server
+    /// would wait for the rest, or read the excess as the connection's next request). The manager's next request
+    /// goes through at once: no connection was left out of step.
+    func testAStreamedBodyThatDoesNotMatchItsLengthFails() async throws {
+        let manager = makeManager()
+        let cases: [(written: Int, expected: String)] = [
+            (10, "ended after 10 of its declared 100 bytes"), (0, "ended after 0 of its declared 100 bytes"),
+            (150, "written past its declared 100 bytes"),
+        ]
+        for (written, expected) in cases {
+            let body = HTTPRequestBody.stream(length: 100) { writer in
+                try await writer.write(Data(repeating: 0x61, count: written))
+                return nil
+            }
+            do {
+                try await manager.perform(request(.post, "/post"), body: body) { _, body in
+                    for try await _ in body {}
+                }
+                XCTFail("\(written) bytes were sent as 100")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .cannotDecodeRawData, "\(written): \(error)")
+                XCTAssertTrue(
+                    (error as? URLError)?.localizedDescription.contains(expected) == true, "\(written): \(error)")
+            }
+            let (_, response) = try await manager.data(for: request(.get, "/get"))
+            XCTAssertEqual(response.status, .ok)
+        }
+        XCTAssertFalse(
+            server.requests.contains { $0.path == "/post" && $0.body.count != 100 }, "no body of another length arrived"
+        )
+    }
+
     func testAWriterErrorFailsTheRequestWithThatError() async throws {
         try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "the Foundation transport collects the body first")
         struct Refused: Error {}

@@ -259,6 +259,31 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual((error as? URLError)?.code, .requestBodyStreamExhausted, "\(String(describing: error))")
     }
 
+    /// A caller's body stream with a `Content-Length` it does not fill (or overfills) fails the task, saying so; the
+    /// connection is not left for the next request to find out of step.
+    func testABodyStreamThatDoesNotMatchItsContentLengthFailsTheTask() async throws {
+        let manager = URLSessionManager(sessionConfiguration: .ephemeral)
+        manager.transport = .curl
+        for (count, expected) in [(10, "ended after 10 of its declared 100 bytes"), (150, "past its declared 100")] {
+            var request = URLRequest(url: server.url("/post"))
+            request.httpMethod = "POST"
+            request.httpBodyStream = InputStream(data: Data(repeating: 0x62, count: count))
+            request.setValue("100", forHTTPHeaderField: "Content-Length")
+            let error: Error? = try await awaitCallback { done in
+                manager.dataTask(with: request, completionHandler: { _, _, error in done(error) }).resume()
+            }
+            XCTAssertEqual((error as? URLError)?.code, .cannotDecodeRawData, "\(count): \(String(describing: error))")
+            XCTAssertTrue(error?.localizedDescription.contains(expected) == true, "\(String(describing: error))")
+            let next: Error? = try await awaitCallback { done in
+                manager.dataTask(
+                    with: URLRequest(url: server.url("/get")), completionHandler: { _, _, error in done(error) }
+                )
+                .resume()
+            }
+            XCTAssertNil(next)
+        }
+    }
+
     func testRedirectsFollowLimitCycleAndTheManagersClosure() async throws {
         let manager = makeManager(transport: .curl)
         let followed = try await manager.get("/redirect/3")

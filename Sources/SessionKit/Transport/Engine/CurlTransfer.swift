@@ -886,16 +886,16 @@ final class CurlTransfer: @unchecked Sendable {
         if bodyStreamFailed, let failure = bodyPipe?.failure as? InputStreamPump.ReadFailure {
             return Self.bodyStreamError(failure.streamError, userInfo)
         }
+        if bodyStreamFailed, let mismatch = bodyPipe?.failure as? RequestBodyPipe.LengthMismatch {
+            return mismatch.urlError(userInfo: userInfo)
+        }
         if bodyStreamFailed, let pipe = bodyPipe {
             let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
             return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
         }
         if bodyStreamEndedShort {
-            let reason =
-                "The request body stream ended after \(bodyStreamSent) of its declared \(uploadLength) bytes "
-                + "(Content-Length): the request was cut short and its connection closed."
-            return URLError(
-                .cannotDecodeRawData, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+            return RequestBodyPipe.LengthMismatch(declared: uploadLength, written: bodyStreamSent).urlError(
+                userInfo: userInfo)
         }
         if bodyStreamFailed { return Self.bodyStreamError(bodyStream?.failure, userInfo) }
         if headTimedOut, let limit = responseHeadTimeout {
