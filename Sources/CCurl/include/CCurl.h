@@ -115,4 +115,9 @@ const char *sk_curl_version_string(void);
 /* curl_version_info's feature bits (CURL_VERSION_LIBZ, CURL_VERSION_BROTLI, CURL_VERSION_ZSTD…). */
 int sk_curl_version_features(void);
 
+/* Whether `domain` (lowercase, ASCII or punycode, no trailing dot) is a public suffix (`com`, `co.uk`, `github.io`),
+   by the list libcurl's own cookie engine reads: libpsl (libpsl.so.5, which libcurl4 depends on), loaded on first use
+   with the system's newest list. 1 yes, 0 no, -1 when libpsl cannot be loaded. */
+int sk_is_public_suffix(const char *domain);
+
 #endif

@@ -1,5 +1,6 @@
 import XCTest
 
+import CCurl
 @testable import SessionKit
 
 #if canImport(FoundationNetworking)
@@ -116,6 +117,29 @@ final class CookieJarTests: LoopbackTestCase {
         jar.store(["ipself=1; Domain=127.0.0.1", "ipother=1; Domain=0.0.1"], from: ip, now: now)
         XCTAssertEqual(jar.header(for: ip, now: now), "ipself=1")
         XCTAssertNil(jar.header(for: try url("http://1.127.0.0.1/"), now: now))
+    }
+
+    /// RFC 6265 5.3 step 5: a `Domain` that is a public suffix is refused, unless it is the host itself, which then
+    /// sets a host-only cookie. Multi-label suffixes (`co.uk`) and the list's private section (`github.io`) count, by
+    /// the Public Suffix List libcurl reads (libpsl).
+    func testAPublicSuffixDomainIsRefused() throws {
+        try XCTSkipIf(sk_is_public_suffix("co.uk") < 0, "libpsl (libcurl's dependency) cannot be loaded here")
+        XCTAssertTrue(CookieJar.isPublicSuffix("co.uk"))
+        XCTAssertTrue(CookieJar.isPublicSuffix("github.io"))
+        XCTAssertFalse(CookieJar.isPublicSuffix("example.co.uk"))
+        let jar = freshJar()
+        jar.store(
+            ["suffix=1; Domain=co.uk", "site=1; Domain=example.co.uk"], from: try url("http://www.example.co.uk/"),
+            now: now)
+        XCTAssertEqual(jar.storage.cookies?.map(\.name), ["site"])
+        XCTAssertNil(jar.header(for: try url("http://other.co.uk/"), now: now), "nothing for another co.uk site")
+        jar.store(["pages=1; Domain=github.io"], from: try url("https://evil.github.io/"), now: now)
+        XCTAssertNil(jar.header(for: try url("https://victim.github.io/"), now: now))
+        // The suffix's own host may name it, as a host-only cookie.
+        let own = try url("http://co.uk/")
+        jar.store(["own=1; Domain=co.uk"], from: own, now: now)
+        XCTAssertEqual(jar.header(for: own, now: now), "own=1")
+        XCTAssertNil(jar.header(for: try url("http://www.co.uk/"), now: now), "host-only")
     }
 
     func testHostOnlyCookiesStayOnTheirHost() throws {

@@ -1,3 +1,4 @@
+internal import CCurl
 import Foundation
 
 #if canImport(FoundationNetworking)
@@ -11,8 +12,9 @@ import Foundation
 /// matching on Linux are not used: they ignore `Max-Age` (a `Max-Age=0` deletion stored an empty cookie), split a
 /// value at commas, accept a `Domain` the host is not in (a cookie for `evil.com` from `www.example.com`, or for all
 /// of `.com`), send a `Secure` cookie over plain HTTP, and let a cookie for `/a` go to `/ab`. Here:
-/// - A `Domain` attribute must be the host or a domain the host is in, and not a top-level domain alone (without a
-///   public-suffix list, a name without a dot stands for one); an IP address takes no `Domain` but itself.
+/// - A `Domain` attribute must be the host or a domain the host is in, and not a public suffix (`com`, `co.uk`,
+///   `github.io`, by the Public Suffix List libcurl reads through libpsl) unless it is the host itself, which then
+///   sets a host-only cookie; an IP address takes no `Domain` but itself.
 /// - Without a `Path`, the path is the request path's directory (`/a/b` for `/a/b/c`).
 /// - A cookie that expired (`Max-Age=0`, an `Expires` in the past) deletes the stored one of the same name, domain and
 ///   path, and is not stored.
@@ -127,12 +129,24 @@ struct CookieJar {
     /// without its dot; nil when the cookie must be ignored (5.3, steps 4–6).
     private static func domain(of cookie: SetCookie, host: String) -> (stored: String, bare: String)? {
         guard let attribute = cookie.domain else { return (host, host) }
-        // A name without a dot stands for a public suffix: only its own host may name it, and then as host-only.
-        if !attribute.contains(".") {
+        // A public suffix may be named by its own host only, and then as host-only (5.3, step 5): a response from
+        // `evil.co.uk` sets no cookie for every `co.uk` site.
+        if isPublicSuffix(attribute) {
             return attribute == host ? (host, host) : nil
         }
         guard domainMatches(host, attribute) else { return nil }
         return isIPAddress(host) ? (host, host) : ("." + attribute, attribute)
+    }
+
+    /// Whether `domain` is a public suffix (`com`, `co.uk`, `github.io`, an unknown top-level name) by the Public
+    /// Suffix List as libpsl reads it, the list libcurl's cookie engine uses; where libpsl cannot be loaded, a name
+    /// without a dot stands for one.
+    static func isPublicSuffix(_ domain: String) -> Bool {
+        switch sk_is_public_suffix(domain) {
+        case 1: return true
+        case 0: return false
+        default: return !domain.contains(".")
+        }
     }
 
     /// Whether `host` domain-matches `domain` (5.1.3): the same, or a name within it that is not an IP address.
