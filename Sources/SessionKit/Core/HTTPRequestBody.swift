@@ -39,7 +39,8 @@ public struct HTTPRequestBody: Sendable {
     /// ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
     ///
     /// Written once: a redirect that keeps the body (307, 308), an authentication round or a retry that would need it
-    /// again fails with ``SessionKitError/Code/streamedBodyUnavailable``. The curl transport sends it as it is written;
+    /// again fails with `URLError.requestBodyStreamExhausted`, whose underlying error
+    /// (`NSUnderlyingErrorKey`) is ``SessionKitError/Code/streamedBodyUnavailable`` saying why. The curl transport sends it as it is written;
     /// the Foundation transport (URLSession on Linux reads request bodies synchronously) collects it first and sends
     /// no trailers.
     ///
