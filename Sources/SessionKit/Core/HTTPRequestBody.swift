@@ -39,10 +39,10 @@ public struct HTTPRequestBody: Sendable {
     /// ``SessionKitError/Code/requestTrailersNotSent`` rather than drop them.
     ///
     /// Written once: a redirect that keeps the body (307, 308), an authentication round or a retry that would need it
-    /// again fails with `URLError.requestBodyStreamExhausted`, whose underlying error
-    /// (`NSUnderlyingErrorKey`) is ``SessionKitError/Code/streamedBodyUnavailable`` saying why. The curl transport sends it as it is written;
-    /// the Foundation transport (URLSession on Linux reads request bodies synchronously) collects it first and sends
-    /// no trailers.
+    /// again fails with `URLError.requestBodyStreamExhausted`, whose underlying error (`NSUnderlyingErrorKey`) is
+    /// ``SessionKitError/Code/streamedBodyUnavailable`` saying why. The curl transport sends it as it is written; the
+    /// Foundation transport (URLSession on Linux reads request bodies synchronously) collects it first and sends no
+    /// trailers.
     ///
     /// - Parameters:
     ///   - length: The body's size in bytes, sent as `Content-Length`; nil sends it chunked (HTTP/1.1) or as HTTP/2

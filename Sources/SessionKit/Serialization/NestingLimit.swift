@@ -72,14 +72,8 @@ enum NestingLimit {
         return deepest
     }
 
-    /// How deeply the arrays and objects of the JSON text `data` nest: a scan of the bytes (brackets inside strings
-    /// do not count), so that no parser recurses into it; counting stops past ``maximumDepth``.
-    static func depth(ofJSON data: Data) -> Int {
-        scan(json: data).depth
-    }
-
     /// What a scan of the JSON text `data` finds before any parser reads it: how deeply its arrays and objects nest
-    /// (counting stops past ``maximumDepth``), and whether a `,` comes right before a `]` or `}`, which RFC 8259
+    /// (brackets inside strings do not count; counting stops past ``maximumDepth``), and whether a `,` comes right before a `]` or `}`, which RFC 8259
     /// does not allow and Foundation's parser on Linux accepts. Text in UTF-16 or UTF-32 (RFC 8259 8.1 allows only
     /// UTF-8 on the wire; RFC 4627 3 tells them by their zero bytes) is read as its UTF-8, so that a character whose
     /// bytes include `"` or a bracket cannot hide the nesting.

@@ -74,20 +74,7 @@ enum XMLBody {
         }
         /// The index of the `>` that closes a tag or declaration begun before `index`, quoted text skipped; or the end.
         func closingBracket(from index: Int) -> Int {
-            var index = index
-            var quote: UInt8?
-            while index < bytes.count {
-                let byte = bytes[index]
-                if let open = quote {
-                    if byte == open { quote = nil }
-                } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
-                    quote = byte
-                } else if byte == close {
-                    return index
-                }
-                index += 1
-            }
-            return bytes.count
+            firstUnquoted(of: [close], in: bytes, from: index)
         }
         var (depth, deepest) = (0, 0)
         var index = 0
@@ -98,11 +85,11 @@ enum XMLBody {
             }
             let next = bytes[index + 1]
             if next == bang, index + 3 < bytes.count, bytes[index + 2] == dash, bytes[index + 3] == dash {
-                index = skip(past: Array("-->".utf8), from: index + 4)
-            } else if next == bang, bytes[(index + 2)...].starts(with: Array("[CDATA[".utf8)) {
-                index = skip(past: Array("]]>".utf8), from: index + 9)
+                index = skip(past: commentEnd, from: index + 4)
+            } else if next == bang, bytes[(index + 2)...].starts(with: cdataStart) {
+                index = skip(past: cdataEnd, from: index + 9)
             } else if next == question {
-                index = skip(past: Array("?>".utf8), from: index + 2)
+                index = skip(past: processingInstructionEnd, from: index + 2)
             } else if next == bang {
                 index = closingBracket(from: index + 2) + 1
             } else if next == slash {
@@ -121,6 +108,31 @@ enum XMLBody {
         return deepest
     }
 
+    private static let commentEnd = Array("-->".utf8)
+    private static let cdataStart = Array("[CDATA[".utf8)
+    private static let cdataEnd = Array("]]>".utf8)
+    private static let processingInstructionEnd = Array("?>".utf8)
+
+    /// The index of the first of `stops` at or after `index` in `bytes` that is outside a quoted literal (`"…"` or
+    /// `'…'`, as attribute values and a DOCTYPE's literals are written), or the end: a `>` or `[` inside quotes closes
+    /// or opens nothing.
+    private static func firstUnquoted(of stops: [UInt8], in bytes: [UInt8], from index: Int) -> Int {
+        var index = index
+        var quote: UInt8?
+        while index < bytes.count {
+            let byte = bytes[index]
+            if let open = quote {
+                if byte == open { quote = nil }
+            } else if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "'") {
+                quote = byte
+            } else if stops.contains(byte) {
+                return index
+            }
+            index += 1
+        }
+        return bytes.count
+    }
+
     /// Whether a `<!DOCTYPE` of `bytes` (in any case) opens an internal subset: a `[` before the declaration's
     /// closing `>`, neither inside a quoted literal. The literals are skipped as the grammar writes them
     /// (`SYSTEM "x>"` holds a `>` that does not close anything), so a subset cannot hide behind one; a `[` inside
@@ -136,18 +148,9 @@ enum XMLBody {
                 continue
             }
             index += keyword.count
-            var quote: UInt8?
-            scan: while index < bytes.count {
-                let byte = bytes[index]
-                index += 1
-                switch (quote, byte) {
-                case (let open?, _): if byte == open { quote = nil }
-                case (nil, UInt8(ascii: "\"")), (nil, UInt8(ascii: "'")): quote = byte
-                case (nil, UInt8(ascii: "[")): return true
-                case (nil, UInt8(ascii: ">")): break scan
-                default: continue
-                }
-            }
+            let stop = firstUnquoted(of: [UInt8(ascii: "["), UInt8(ascii: ">")], in: bytes, from: index)
+            if stop < bytes.count, bytes[stop] == UInt8(ascii: "[") { return true }
+            index = stop + 1
         }
         return false
     }

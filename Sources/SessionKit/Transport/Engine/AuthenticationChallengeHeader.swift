@@ -42,7 +42,7 @@ struct AuthenticationChallengeHeader: Equatable {
         guard let first = starts.first else { return nil }
         let chosen =
             starts.first {
-                Self.answerableSchemes.contains(String(String.UnicodeScalarView(scalars[$0])).lowercased())
+                Self.answerableSchemes.contains(String(String.UnicodeScalarView(scalars[$0])).asciiLowercased)
             } ?? first
         self.scheme = String(String.UnicodeScalarView(scalars[chosen]))
         self.isProxy = isProxy

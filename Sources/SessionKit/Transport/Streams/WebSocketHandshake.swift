@@ -151,7 +151,7 @@ struct WebSocketHandshake: Sendable {
                 ))
         }
         func values(_ name: String) -> [String] {
-            fields.filter { $0.0.asciiLowercased == name.asciiLowercased }.map(\.1)
+            fields.filter { $0.0.equalsIgnoringASCIICase(name) }.map(\.1)
         }
         func tokens(_ name: String) -> [String] {
             values(name).flatMap { $0.split(separator: ",") }.map {
