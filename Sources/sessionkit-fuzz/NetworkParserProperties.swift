@@ -305,8 +305,14 @@ enum NetworkParserProperties {
         if header.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0 }) {
             fail("Cookie field \(header.debugDescription)", input)
         }
-        // Values may hold "; " themselves only if a pair did, which the parse forbids: split and look each up.
-        for pair in header.components(separatedBy: "; ") where !parsed.contains(pair) {
+        // No pair holds a `;` (the parse forbids it): split at each, by Unicode scalars (a combining mark after the
+        // space would join it into one `Character` and hide the separator from a `Character` split), drop the space
+        // the jar writes after it, and look each pair up.
+        let pieces = header.unicodeScalars.split(separator: ";", omittingEmptySubsequences: false)
+        let pairs = pieces.enumerated().map { index, piece in
+            String(String.UnicodeScalarView(index == 0 || piece.first != " " ? piece : piece.dropFirst()))
+        }
+        for pair in pairs where !parsed.contains(pair) {
             fail("Cookie pair \(pair.debugDescription) that no line set", input)
         }
     }
