@@ -26,12 +26,14 @@ public final class SessionRequest: Sendable {
         var timings: [TransferTimings] = []
         var retryDelays: [TimeInterval] = []
         var finishReported = false
+        /// Cancels the running task; set by the manager.
+        var onCancel: (() -> Void)?
+        /// Suspends (`true`) or resumes (`false`) the running task; set by the manager.
+        var onSuspend: ((Bool) -> Bool)?
     }
 
+    /// Everything that changes, in one lock (a request makes several locked boxes; each costs an allocation).
     private let state = Protected(State())
-    /// Cancels, suspends and resumes the running task; set by the manager.
-    private let onCancel: Protected<(() -> Void)?> = Protected(nil)
-    private let onSuspend: Protected<((Bool) -> Bool)?> = Protected(nil)
 
     init(_ request: URLRequest) {
         initialRequest = request
@@ -57,31 +59,31 @@ public final class SessionRequest: Sendable {
     /// Cancels the request: the running task is cancelled and no further attempt starts. The request then fails
     /// with `URLError.cancelled`.
     public func cancel() {
-        guard state.write({ $0.lifecycle.cancel() }) else { return }
-        onCancel.read { $0 }?()
+        let cancel = state.write { state in state.lifecycle.cancel() ? state.onCancel : nil }
+        cancel?()
     }
 
     /// Suspends the running task, as ``URLSessionManager/suspend(_:)`` does (false when it cannot be suspended:
     /// a loading task on the Foundation transport).
     @discardableResult
     public func suspend() -> Bool {
-        onSuspend.read { $0 }?(true) ?? false
+        state.read { $0.onSuspend }?(true) ?? false
     }
 
     /// Resumes a suspended task.
     public func resume() {
-        _ = onSuspend.read { $0 }?(false)
+        _ = state.read { $0.onSuspend }?(false)
     }
 
     // MARK: - Driven by the manager
 
     func setCancelHandler(_ handler: @escaping () -> Void) {
-        onCancel.write { $0 = handler }
+        state.write { $0.onCancel = handler }
     }
 
     /// `handler(true)` suspends the running task, `handler(false)` resumes it.
     func setSuspendHandler(_ handler: @escaping (Bool) -> Bool) {
-        onSuspend.write { $0 = handler }
+        state.write { $0.onSuspend = handler }
     }
 
     func beginAttempt() -> Bool { state.write { $0.lifecycle.beginAttempt() } }
@@ -122,13 +124,11 @@ public final class SessionRequest: Sendable {
     /// Ends the request (unless it was cancelled); true the first time only, so that its end is reported once.
     /// Drops the cancel and suspend handlers: they refer to the request and its task, and nothing is left to cancel.
     func finish() -> Bool {
-        let first = state.write { state -> Bool in
+        state.write { state -> Bool in
             _ = state.lifecycle.finish()
+            (state.onCancel, state.onSuspend) = (nil, nil)
             defer { state.finishReported = true }
             return !state.finishReported
         }
-        onCancel.write { $0 = nil }
-        onSuspend.write { $0 = nil }
-        return first
     }
 }

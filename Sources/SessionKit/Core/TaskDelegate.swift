@@ -15,7 +15,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// Where the delegate cancels its task: never the delegate queue itself (see ``didReceive(data:)``).
     private static let cancellations = DispatchQueue(label: "com.sessionkit.task-delegate.cancellations")
 
-    // @unchecked Sendable: `lifecycle` and `bodyStream` are `Protected` boxes, and the body sink
+    // @unchecked Sendable: `state` is a `Protected` box, and the body sink
     // guards what other threads reach of it (its in-memory body, its resume-data handler) with `Protected` boxes
     // of its own; `settled` and `chosenError` are used on the delegate queue only (asserted where they are set); the
     // rest is immutable after `init` apart from `Progress`, which is thread-safe.
@@ -113,7 +113,6 @@ final class TaskDelegate: @unchecked Sendable {
     private let destination: DownloadDestination
     private let completionDelivery: CompletionDelivery
     private let forcedError: NSError?
-    private let bodyStream: Protected<InputStream?>
     /// Told how many body bytes were handled (back-pressure on the curl transport).
     private let onConsumed: ((Int) -> Void)?
     /// Set at creation, before the task can run: read without a lock.
@@ -121,7 +120,9 @@ final class TaskDelegate: @unchecked Sendable {
     /// The task's spans and metrics, when the manager has a tracer or metrics factory that records.
     let telemetry: TaskTelemetry?
 
-    private let lifecycle = Protected(TaskLifecycle())
+    /// What changes from any thread, in one lock: the lifecycle, and for a streamed upload the stream to hand
+    /// URLSession when it asks for one.
+    private let state: Protected<(lifecycle: TaskLifecycle, bodyStream: InputStream?)>
     /// The manager's adapters and retriers, for a task the caller holds; nil otherwise.
     private let interception: Interception?
     /// What the last attempt ended with when the retriers let it stand (delegate queue): its body (taken from the
@@ -181,7 +182,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.observation = observation
         self.interception = observation == nil ? nil : interception
         self.destination = DownloadDestination(destination: destination)
-        self.bodyStream = Protected(bodyStream)
+        self.state = Protected((TaskLifecycle(), bodyStream))
         self.forcedError = forcedError
         self.onConsumed = onConsumed
         self.trailerSink = streamSink
@@ -274,7 +275,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// resource `deadline`. `then` runs on the delegate queue.
     func attemptEnded(error: Error?, deadline: Date?, then: @escaping @Sendable (AttemptVerdict) -> Void) {
         // A streamed body whose head reached its reader is never sent again: the reader may have seen the response.
-        guard let interception, interception.retries, let observation, lifecycle.read({ $0.acceptsData }),
+        guard let interception, interception.retries, let observation, state.read({ $0.lifecycle.acceptsData }),
             !sink.hasRefused, trailerSink?.hasResponse != true
         else {
             return then(.complete)
@@ -320,7 +321,7 @@ final class TaskDelegate: @unchecked Sendable {
         guard let interception, let observation else { return then(.complete) }
         dispatchPrecondition(condition: .onQueue(interception.delegateQueue))
         // Nothing changes once the task ended meanwhile (a `cancel()` completes it at once, with its own error).
-        guard lifecycle.read({ $0.acceptsData }) else { return then(.complete) }
+        guard state.read({ $0.lifecycle.acceptsData }) else { return then(.complete) }
         let sessionRequest = observation.request
         let delay: TimeInterval
         switch decision {
@@ -400,7 +401,7 @@ final class TaskDelegate: @unchecked Sendable {
 
     /// A chunk of the body arrived.
     func didReceive(data: Data) {
-        guard lifecycle.read({ $0.acceptsData }) else {
+        guard state.read({ $0.lifecycle.acceptsData }) else {
             onConsumed?(data.count)
             return
         }
@@ -437,9 +438,9 @@ final class TaskDelegate: @unchecked Sendable {
     /// request for it (a redirect that resends the body) gets nil and the task fails rather than send a
     /// half-read stream.
     func takeBodyStream() -> InputStream? {
-        bodyStream.write { stream in
-            defer { stream = nil }
-            return stream
+        state.write { state in
+            defer { state.bodyStream = nil }
+            return state.bodyStream
         }
     }
 
@@ -449,7 +450,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// delegate queue, as AFNetworking does.
     func didFinishDownloading(to location: URL, override: URL?) {
         let moved = destination.move(location, of: task, override: override)
-        _ = lifecycle.write { $0.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
+        _ = state.write { $0.lifecycle.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
     }
 
     /// The task ended. Serializes the body off the delegate queue, then calls the completion and posts
@@ -459,8 +460,8 @@ final class TaskDelegate: @unchecked Sendable {
         let error = sink.finish(error: error) { location, override in
             didFinishDownloading(to: location, override: override)
         }
-        let action = lifecycle.write {
-            $0.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
+        let action = state.write {
+            $0.lifecycle.didComplete(error: error.map { $0 as NSError }, forcedError: forcedError)
         }
         var data = sink.takeBody()
         guard case .deliver(let fileURL, let finalError) = action else { return }

@@ -55,15 +55,16 @@ extension URLSessionManager {
         let retriesInTask = interceptor != nil && taskTransports[transport].interceptsTasks
         let monitor = CompositeEventMonitor(monitors: eventMonitors)
         let sessionRequest = SessionRequest(request)
-        let current = Protected<URLSessionTask?>(nil)
-        // Both handlers hold the request: `finish()` clears them, so that a finished request is freed.
+        // Both handlers hold the request: `finish()` clears them, so that a finished request is freed. The running
+        // task is the request's last (`attempt` records it before resuming it, and cancels it when the request was
+        // cancelled first).
         let control = self.control
         sessionRequest.setCancelHandler {
             monitor.requestDidCancel(sessionRequest)  // before the task's own end, which it causes
-            if let task = current.wrappedValue { control.cancel(task) }
+            if let task = sessionRequest.task { control.cancel(task) }
         }
         sessionRequest.setSuspendHandler { [weak self] suspending in
-            guard let self, let task = current.wrappedValue else { return false }
+            guard let self, let task = sessionRequest.task else { return false }
             if suspending {
                 guard suspend(task) else { return false }
                 monitor.request(sessionRequest, didSuspendTask: task)
@@ -98,7 +99,7 @@ extension URLSessionManager {
                 // A task that adapts itself records its adapted request.
                 if !retriesInTask { sessionRequest.adapted(adapted) }
                 let outcome = await attempt(
-                    adapted, of: sessionRequest, monitor: monitor, current: current,
+                    adapted, of: sessionRequest, monitor: monitor,
                     responseSerializer: responseSerializer, streamSink: streamSink, upload: upload,
                     announces: announcesTasks, interceptor: retriesInTask ? interceptor : nil)
                 sessionRequest.attemptEnded(response: outcome.received)
@@ -142,7 +143,6 @@ extension URLSessionManager {
         _ request: URLRequest,
         of sessionRequest: SessionRequest,
         monitor: CompositeEventMonitor,
-        current: Protected<URLSessionTask?>,
         responseSerializer: URLResponseSerialization?,
         streamSink: DataStreamSink?,
         upload: UploadBody?,
@@ -165,7 +165,6 @@ extension URLSessionManager {
                 }
                 continuation.resume(returning: outcome)
             }
-            current.wrappedValue = task
             let started = sessionRequest.taskStarted(task)
             monitor.request(sessionRequest, didCreateTask: task)
             // Reported before the call: a loopback answer can reach the monitor from the delegate queue before

@@ -49,6 +49,34 @@ final class BoundedWaitTests: LoopbackTestCase {
         XCTAssertEqual(done.deliveries, 1)
     }
 
+    /// The request timeout is an idle timeout of the network: a task its caller holds (suspended while loading) for
+    /// longer is not idle, and once resumed it has the whole timeout again.
+    func testATaskSuspendedLongerThanItsRequestTimeoutGoesOnWhenResumed() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "a loading task pauses on the curl transport only")
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 1
+        configuration.urlCache = nil
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = .curl
+        manager.responseSerializer = HTTPResponseSerializer()  // the body as it came
+        let received = LockedBox<Int64>(0)
+        let done = OnceBox<(Int, Error?)>()
+        let task = manager.dataTask(
+            with: URLRequest(url: server.url("/bytes/\(16 << 20)")),
+            downloadProgress: { progress in
+                received.write { $0 = progress.completedUnitCount }
+            }, completionHandler: { _, data, error in done.resolve(((data as? Data)?.count ?? 0, error)) })
+        manager.resume(task)
+        while received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+        XCTAssertTrue(manager.suspend(task))
+        try await Task.sleep(nanoseconds: 2_500_000_000)  // two and a half request timeouts
+        XCTAssertEqual(done.deliveries, 0, "a suspended task timed out")
+        manager.resume(task)
+        let (count, error) = try await done.value(timeout: 20, file: #filePath, line: #line)
+        XCTAssertNil(error)
+        XCTAssertEqual(count, 16 << 20)
+    }
+
     func testASlowReaderEndsAtTheResourceTimeout() async throws {
         try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "back-pressure towards a reader is the curl transport's")
         let manager = makeManager(resource: 2)

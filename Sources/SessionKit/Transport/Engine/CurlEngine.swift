@@ -187,7 +187,10 @@ final class CurlEngine: @unchecked Sendable {
                         curl_multi_remove_handle(multi, transfer.easy)
                     }
                 case .unpause(let transfer):
-                    if transfers[transfer.easy] != nil { curl_easy_pause(transfer.easy, CURLPAUSE_CONT) }
+                    if transfers[transfer.easy] != nil {
+                        transfer.willResume()
+                        curl_easy_pause(transfer.easy, CURLPAUSE_CONT)
+                    }
                 case .addStream(let connection):
                     if curl_multi_add_handle(multi, connection.easy) == CURLM_OK {
                         streams[connection.easy] = connection

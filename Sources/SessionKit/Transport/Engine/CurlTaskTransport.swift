@@ -27,7 +27,6 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     func refusal(for request: URLRequest, connection: ConnectionOptions) -> NSError? {
         if let refusal = Self.refusal(for: request.url) { return refusal as NSError }
-        if let refusal = UnixSocketURL.refusal(for: request.url) { return refusal }
         guard let problem = connection.problem else { return nil }
         return URLError(
             .badURL, userInfo: [NSLocalizedDescriptionKey: problem, NSURLErrorFailingURLErrorKey: request.url as Any])
@@ -36,23 +35,28 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     /// This transport speaks HTTP: a URL of another scheme is refused before anything is sent (`file`, `gopher`,
     /// `dict`… libcurl would run them), and so is an HTTP URL without a host (libcurl would take the path's first
-    /// word as one).
+    /// word as one), and a Unix socket URL that names no socket. Asked for every request of a task (each redirect's
+    /// too): the URL's scheme is read once, and lowercased only when it is not already.
     static func refusal(for url: URL?) -> URLError? {
         func refused(_ code: URLError.Code, _ reason: String) -> URLError {
             URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any])
         }
-        guard let url, let scheme = url.scheme?.lowercased() else {
+        guard let url, let written = url.scheme else {
             let given = url?.absoluteString ?? "none"
             return refused(.badURL, "The request has no absolute URL (a scheme and a host): \(given).")
         }
+        let scheme =
+            written.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
+            ? written.lowercased() : written
         switch scheme {
         case "http", "https":
-            guard let host = url.host, !host.isEmpty else {
+            // Encoded: whether there is a host, without decoding it.
+            guard let host = url.host(percentEncoded: true), !host.isEmpty else {
                 return refused(.badURL, "\(url.absoluteString) has no host.")
             }
             return nil
         case _ where UnixSocketURL.schemes.contains(scheme):
-            return nil
+            return UnixSocketURL.refusal(for: url)
         default:
             return refused(
                 .unsupportedURL,

@@ -591,38 +591,48 @@ final class CurlTransfer: @unchecked Sendable {
         return stream
     }
 
-    /// Called at least once a second: ends a transfer that has been idle for longer than its timeout.
+    /// Called at least once a second, and at each step of a transfer: ends a transfer that has been idle for longer
+    /// than its timeout. Several calls a request: the common one (bytes moved) takes no lock and no reference count.
     private static let progressCallback: sk_curl_xferinfo_callback = { userdata, _, received, _, sent in
         guard let userdata else { return 1 }
-        let transfer = Unmanaged<CurlTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        return Unmanaged<CurlTransfer>.fromOpaque(userdata)._withUnsafeGuaranteedRef {
+            $0.progressed(received: Int64(received), sent: Int64(sent))
+        }
+    }
+
+    /// libcurl's progress: 0 to go on, 1 to end the transfer (idle, or no response head in time).
+    private func progressed(received: Int64, sent: Int64) -> Int32 {
         EngineThread.check("A libcurl callback of a transfer")
         let now = Date()
-        if Int64(sent) != transfer.lastProgress.1 {
-            transfer.events.uploadProgress(Int64(sent), transfer.uploadLength)
+        if sent != lastProgress.1 {
+            events.uploadProgress(sent, uploadLength)
+            if headClock != nil, !headStarted {
+                headClock = now  // the response-head timeout counts from the request's last byte sent
+            }
         }
-        if transfer.headClock != nil, !transfer.headStarted, Int64(sent) != transfer.lastProgress.1 {
-            transfer.headClock = now  // the response-head timeout counts from the request's last byte sent
-        }
-        if let limit = transfer.responseHeadTimeout, let start = transfer.headClock, !transfer.headStarted,
-            now.timeIntervalSince(start) > limit
-        {
-            transfer.headTimedOut = true
+        if let limit = responseHeadTimeout, let start = headClock, !headStarted, now.timeIntervalSince(start) > limit {
+            headTimedOut = true
             return 1
         }
-        if (Int64(received), Int64(sent)) != transfer.lastProgress {
-            transfer.lastProgress = (Int64(received), Int64(sent))
-            transfer.lastActivity = now
+        if (received, sent) != lastProgress {
+            lastProgress = (received, sent)
+            lastActivity = now
             return 0
         }
-        if transfer.flowControl?.isPaused == true {
-            transfer.lastActivity = now  // waiting for the reader (or a paused task) is not an idle network
+        guard idleTimeout > 0, now.timeIntervalSince(lastActivity) > idleTimeout else { return 0 }
+        if flowControl?.isPaused == true {
+            // Waiting for the reader (or a paused task) is not an idle network; ``willResume()`` restarts the clock.
+            lastActivity = now
             return 0
         }
-        guard transfer.idleTimeout > 0, now.timeIntervalSince(transfer.lastActivity) > transfer.idleTimeout else {
-            return 0
-        }
-        transfer.timedOut = true
+        timedOut = true
         return 1
+    }
+
+    /// The engine resumes this paused transfer: its idle clock starts again, as if a byte had just moved.
+    func willResume() {
+        EngineThread.check("Resuming a transfer")
+        lastActivity = Date()
     }
 
     /// Runs once the connection is ready and before any request byte: refuse unless the policy passed, and refuse

@@ -9,7 +9,7 @@ import Foundation
 /// The caller's pause (`suspend()`) is not kept here: it is the task's ``RequestMachine``'s, read through
 /// ``callerHolds``, so that it lives in one place.
 final class FlowControl: Sendable {
-    // Sendable, checked by the compiler: `state` and `resumeAction` are `Protected` boxes; `callerHolds` is a `let`.
+    // Sendable, checked by the compiler: `state` is a `Protected` box; `callerHolds` is a `let`.
 
     /// Pending bytes above which the transfer pauses. 2 MiB is a few milliseconds of loopback at full speed: a 100 MiB
     /// download ran as fast as with 8 MiB (the earlier figure), and its peak RSS fell by 5–10 MiB, into a file or memory.
@@ -21,10 +21,11 @@ final class FlowControl: Sendable {
         var pending = 0
         /// The transfer is paused in libcurl (for back-pressure or for the caller).
         var paused = false
+        /// Resumes the paused transfer.
+        var resume: (@Sendable () -> Void)?
     }
 
     private let state = Protected(State())
-    private let resumeAction = Protected<(@Sendable () -> Void)?>(nil)
     /// Whether the caller holds the task (it was suspended while loading): the transfer stays paused whatever was
     /// consumed. Asked on the engine thread at each body write and progress callback: it must be cheap.
     private let callerHolds: @Sendable () -> Bool
@@ -35,8 +36,8 @@ final class FlowControl: Sendable {
     }
     /// Resumes the paused transfer (set by the task each time it starts one; read by whichever thread consumes).
     var resume: (@Sendable () -> Void)? {
-        get { resumeAction.wrappedValue }
-        set { resumeAction.wrappedValue = newValue }
+        get { state.read { $0.resume } }
+        set { state.write { $0.resume = newValue } }
     }
 
     /// Whether the transfer must pause before handing on more (it then is marked paused).
@@ -54,12 +55,12 @@ final class FlowControl: Sendable {
 
     /// The caller let the task go on: a paused transfer resumes unless back-pressure still holds it.
     func callerReleased() {
-        let resume = state.write { state -> Bool in
-            guard state.paused, state.pending <= Self.lowWater else { return false }
+        let resume = state.write { state -> (@Sendable () -> Void)? in
+            guard state.paused, state.pending <= Self.lowWater else { return nil }
             state.paused = false
-            return true
+            return state.resume
         }
-        if resume { self.resume?() }
+        resume?()
     }
 
     /// The transfer handed on `count` bytes.
@@ -70,12 +71,12 @@ final class FlowControl: Sendable {
     /// The delegate consumed `count` bytes; resumes a paused transfer once enough is consumed.
     func consumed(_ count: Int) {
         let held = callerHolds()
-        let resume = state.write { state -> Bool in
+        let resume = state.write { state -> (@Sendable () -> Void)? in
             state.pending = max(0, state.pending - count)
-            guard state.paused, !held, state.pending <= Self.lowWater else { return false }
+            guard state.paused, !held, state.pending <= Self.lowWater else { return nil }
             state.paused = false
-            return true
+            return state.resume
         }
-        if resume { self.resume?() }
+        resume?()
     }
 }

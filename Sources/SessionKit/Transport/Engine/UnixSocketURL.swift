@@ -59,9 +59,10 @@ struct UnixSocketURL: Equatable {
         return host?.isEmpty == false ? host : nil
     }
 
-    /// Why `url` cannot be sent on the curl transport, when it is a Unix socket URL without a usable socket path.
-    static func refusal(for url: URL?) -> NSError? {
-        guard let url, isUnixSocket(url), UnixSocketURL(url) == nil else { return nil }
+    /// Why `url`, whose scheme is a Unix socket scheme, cannot be sent on the curl transport: it has no usable socket
+    /// path.
+    static func refusal(for url: URL) -> URLError? {
+        guard UnixSocketURL(url) == nil else { return nil }
         return URLError(
             .badURL,
             userInfo: [
@@ -69,6 +70,6 @@ struct UnixSocketURL: Equatable {
                     "\(url.absoluteString) names no Unix socket: write http+unix://<percent-encoded socket path>/<path> "
                     + "(no port), e.g. http+unix://%2Fvar%2Frun%2Fapp.sock/status.",
                 NSURLErrorFailingURLErrorKey: url,
-            ]) as NSError
+            ])
     }
 }
