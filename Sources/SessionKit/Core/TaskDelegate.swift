@@ -45,7 +45,7 @@ final class TaskDelegate: @unchecked Sendable {
         /// holds: its one attempt begins, with `request` as sent, and `monitors` hear it was created.
         static func outsidePipeline(_ request: URLRequest, monitors: [any EventMonitor]) -> Observation {
             let observation = Observation(
-                request: SessionRequest(request), monitor: CompositeEventMonitor(monitors: monitors),
+                request: SessionRequest(request), monitor: CompositeEventMonitor.of(monitors),
                 reportsControl: true)
             _ = observation.request.beginAttempt()
             observation.request.adapted(request)

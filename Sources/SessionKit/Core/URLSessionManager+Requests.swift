@@ -53,7 +53,7 @@ extension URLSessionManager {
     ) async throws -> (TaskOutcome, SessionRequest) {
         let interceptor = combinedInterceptor(extra)
         let retriesInTask = interceptor != nil && taskTransports[transport].interceptsTasks
-        let monitor = CompositeEventMonitor(monitors: eventMonitors)
+        let monitor = CompositeEventMonitor.of(eventMonitors)
         let sessionRequest = SessionRequest(request)
         // Both handlers hold the request: `finish()` clears them, so that a finished request is freed. The running
         // task is the request's last (`attempt` records it before resuming it, and cancels it when the request was

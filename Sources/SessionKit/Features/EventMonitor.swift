@@ -106,6 +106,15 @@ public final class CompositeEventMonitor: EventMonitor, Sendable {
         self.monitors = monitors.flatMap { ($0 as? CompositeEventMonitor)?.monitors ?? [$0] }
     }
 
+    /// The composite of `monitors`: one shared, immutable instance when there are none (every request of a manager
+    /// without monitors asks for one).
+    static func of(_ monitors: [any EventMonitor]) -> CompositeEventMonitor {
+        monitors.isEmpty ? none : CompositeEventMonitor(monitors: monitors)
+    }
+
+    /// The composite of no monitor.
+    private static let none = CompositeEventMonitor(monitors: [])
+
     private func each(_ event: @escaping @Sendable (any EventMonitor) -> Void) {
         for monitor in monitors {
             monitor.queue.async { event(monitor) }
