@@ -5,6 +5,7 @@
     public import HTTPTypes
     public import OpenAPIRuntime
     public import SessionKit
+    import Synchronization
 
     /// A swift-openapi-runtime `ClientTransport` that sends a generated client's requests through a SessionKit
     /// `URLSessionManager`, on its HTTP core API: the manager's security policy (pinning in the handshake),
@@ -65,8 +66,9 @@
             _ request: HTTPRequest, body: HTTPBody?, baseURL: URL, operationID: String
         ) async throws -> (HTTPResponse, HTTPBody?) {
             let joined = try Self.request(request, joinedTo: baseURL)
-            let (response, responseBody) = try await manager.response(
-                for: joined, body: try await Self.requestBody(body))
+            // No call (and no suspension point) for the usual GET without a body.
+            let requestBody = body == nil ? nil : try await Self.requestBody(body)
+            let (response, responseBody) = try await manager.response(for: joined, body: requestBody)
             switch request.method {
             case .head:
                 // No body follows: wait for the response's end rather than drop the body, which would cancel the
@@ -88,34 +90,95 @@
         /// URLSession and AsyncHTTPClient transports join them: the base's path prefix kept, the request's query in
         /// place of the base's; without a `Content-Length` field (the body sets it).
         static func request(_ request: HTTPRequest, joinedTo baseURL: URL) throws -> HTTPRequest {
-            guard var components = URLComponents(string: baseURL.absoluteString),
-                let requestComponents = URLComponents(string: request.path ?? ""),
-                let scheme = components.scheme, let host = components.percentEncodedHost, !host.isEmpty
-            else {
-                throw URLError(
-                    .badURL,
-                    userInfo: [
-                        NSLocalizedDescriptionKey:
-                            "The operation's path \(request.path ?? "") and the server URL \(baseURL.absoluteString) "
-                            + "make no URL.",
-                        NSURLErrorFailingURLErrorKey: baseURL,
-                    ])
+            let server = try Server.parsed(baseURL)
+            let operation = request.path ?? ""
+            let (operationPath, query): (String, String?)
+            if let (path, found) = Self.splitQuery(operation) {
+                (operationPath, query) = (path, found)
+            } else {
+                // Characters a URL does not carry as they are: read as `URLComponents` reads (and encodes) them.
+                guard let components = URLComponents(string: operation) else {
+                    throw Server.noURL(operation, baseURL)
+                }
+                (operationPath, query) = (components.percentEncodedPath, components.percentEncodedQuery)
             }
-            components.percentEncodedPath += requestComponents.percentEncodedPath
-            components.percentEncodedQuery = requestComponents.percentEncodedQuery
-            // An IPv6 literal keeps (or gets) its brackets in the authority.
-            let bracketed = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
             var joined = request
             // The body's framing is the manager's, from the body itself (its length, or chunked). The runtime's
             // `Content-Length` field goes: URLSession on Linux, which the Foundation transport runs on, keeps a
             // hand-set one on a 307 and never finishes the redirected request.
             joined.headerFields[.contentLength] = nil
-            joined.scheme = scheme
-            joined.authority = components.port.map { "\(bracketed):\($0)" } ?? bracketed
-            var path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-            if let query = components.percentEncodedQuery { path += "?" + query }
+            joined.scheme = server.scheme
+            joined.authority = server.authority
+            var path = server.path + operationPath
+            if path.isEmpty { path = "/" }
+            if let query { path += "?" + query }
             joined.path = path
             return joined
+        }
+
+        /// `path` (an operation's path and query, as the runtime writes it) cut at its `?`, without its fragment; nil
+        /// when it holds a byte a URL does not carry as it is (a space, a quote, a non-ASCII byte), which
+        /// `URLComponents` then reads.
+        static func splitQuery(_ path: String) -> (path: String, query: String?)? {
+            var question: String.UTF8View.Index?
+            var end = path.utf8.endIndex
+            for index in path.utf8.indices {
+                let byte = path.utf8[index]
+                guard byte > 0x20, byte < 0x7F, !Self.notInURLs.contains(byte) else { return nil }
+                if byte == UInt8(ascii: "#") {
+                    end = index
+                    break
+                }
+                if byte == UInt8(ascii: "?"), question == nil { question = index }
+            }
+            guard let question else { return (String(path[..<end]), nil) }
+            return (String(path[..<question]), String(path[path.utf8.index(after: question)..<end]))
+        }
+
+        /// The printable ASCII bytes RFC 3986 never lets a URL carry unencoded.
+        private static let notInURLs: Set<UInt8> = Set("\"<>\\^`{|}".utf8)
+
+        /// The server URL's scheme, authority and path, which every operation's path is joined to.
+        struct Server: Sendable {
+            let scheme: String
+            /// The host (an IPv6 literal in brackets) and port.
+            let authority: String
+            /// Percent-encoded; the operation's path follows it.
+            let path: String
+
+            /// The parts of `baseURL`.
+            init(_ baseURL: URL) throws {
+                guard let components = URLComponents(string: baseURL.absoluteString),
+                    let scheme = components.scheme, let host = components.percentEncodedHost, !host.isEmpty
+                else { throw Self.noURL(nil, baseURL) }
+                // An IPv6 literal keeps (or gets) its brackets in the authority.
+                let bracketed = host.utf8.contains(UInt8(ascii: ":")) && !host.hasPrefix("[") ? "[\(host)]" : host
+                self.scheme = scheme
+                authority = components.port.map { "\(bracketed):\($0)" } ?? bracketed
+                path = components.percentEncodedPath
+            }
+
+            /// The parts of `baseURL`, parsed once while it is the one the calls pass (a generated client passes the
+            /// same server URL to every call; parsing it cost about 12k instructions a call).
+            static func parsed(_ baseURL: URL) throws -> Server {
+                if let server = last.withLock({ $0.flatMap { $0.url == baseURL ? $0.server : nil } }) { return server }
+                let server = try Server(baseURL)
+                last.withLock { $0 = (baseURL, server) }
+                return server
+            }
+
+            private static let last = Mutex<(url: URL, server: Server)?>(nil)
+
+            /// The error of an operation path and server URL that make no URL.
+            static func noURL(_ operationPath: String?, _ baseURL: URL) -> URLError {
+                let reason =
+                    operationPath.map {
+                        "The operation's path \($0) and the server URL \(baseURL.absoluteString) make no URL."
+                    }
+                    ?? "The server URL \(baseURL.absoluteString) makes no URL: it needs a scheme and a host."
+                return URLError(
+                    .badURL, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: baseURL])
+            }
         }
 
         /// `body` as the HTTP core API's body: a small `.multiple` body of known length in memory (sent again when a
@@ -138,8 +201,22 @@
         static func length(of response: HTTPResponse) -> HTTPBody.Length {
             // A 204 has no body, and a 304's `Content-Length` is that of the representation it did not send.
             if response.status == .noContent || response.status == .notModified { return .known(0) }
-            guard let field = response.headerFields[.contentLength], let count = Int64(field), count >= 0,
-                response.headerFields[.contentEncoding].map({ $0.lowercased() == "identity" }) ?? true
+            // One pass over the fields (a lookup by name joins the values it finds, and there are two names). As
+            // that lookup reads them: a repeated field is a list, which is no length, and an encoding other than
+            // `identity` means the length is the encoded body's.
+            var length: String?
+            var lengthFields = 0
+            var encoding: String?
+            var encodingFields = 0
+            for field in response.headerFields {
+                if field.name == .contentLength {
+                    (length, lengthFields) = (field.value, lengthFields + 1)
+                } else if field.name == .contentEncoding {
+                    (encoding, encodingFields) = (field.value, encodingFields + 1)
+                }
+            }
+            guard lengthFields == 1, let length, let count = Int64(length), count >= 0,
+                encodingFields == 0 || (encodingFields == 1 && encoding?.lowercased() == "identity")
             else { return .unknown }
             return .known(count)
         }

