@@ -13,8 +13,18 @@ import Foundation
 public final class SessionRequest: Sendable {
     // Sendable, checked by the compiler: every mutable field is inside `state`, a `Protected` box.
 
-    /// Identifies the request in logs and event monitors.
-    public let id = UUID()
+    /// Identifies the request in logs and event monitors: the same value at every read. Made when first read, since
+    /// Foundation on Linux makes a `UUID` by opening and reading `/dev/urandom` (three system calls), and most requests
+    /// are never asked.
+    public var id: UUID {
+        if let id = state.read({ $0.id }) { return id }
+        let made = UUID()
+        return state.write { state in
+            if let id = state.id { return id }  // another thread read it first
+            state.id = made
+            return made
+        }
+    }
     /// The request as the serializer built it, before any adapter.
     public let initialRequest: URLRequest
 
@@ -26,6 +36,8 @@ public final class SessionRequest: Sendable {
         var timings: [TransferTimings] = []
         var retryDelays: [TimeInterval] = []
         var finishReported = false
+        /// ``id``, once read.
+        var id: UUID?
         /// Cancels the running task; set by the manager.
         var onCancel: (() -> Void)?
         /// Suspends (`true`) or resumes (`false`) the running task; set by the manager.

@@ -239,8 +239,9 @@ final class CurlEngine: @unchecked Sendable {
             // reads the clock anew: a waiting transfer earlier in the list is left with no socket and no timer, and
             // the poll would sleep its whole timeout unless something else woke it (the 1 s stalls at 64 in flight).
             // Every `curl_multi_perform` runs every transfer, so after a pass in which one ended, the next one starts
-            // at once.
-            let wait = ended ? 0 : min(idleTimeout, timeout)
+            // at once, while any transfer is left to run (a lone request's end, the sequential caller's, costs no
+            // pass more).
+            let wait = ended && !transfers.isEmpty ? 0 : min(idleTimeout, timeout)
             curl_multi_poll(multi, &fds, UInt32(fds.count), wait, nil)
         }
         curl_multi_cleanup(multi)
