@@ -117,26 +117,40 @@
         }
 
         /// `path` (an operation's path and query, as the runtime writes it) cut at its `?`, without its fragment; nil
-        /// when it holds a byte a URL does not carry as it is (a space, a quote, a non-ASCII byte), which
-        /// `URLComponents` then reads.
+        /// when it holds a byte a URL does not carry as it is (a space, a quote, a non-ASCII byte, a `%` that starts
+        /// no escape), which `URLComponents` then reads (and encodes).
         static func splitQuery(_ path: String) -> (path: String, query: String?)? {
             var question: String.UTF8View.Index?
             var end = path.utf8.endIndex
+            var hexDigitsDue = 0  // after a `%`
             for index in path.utf8.indices {
                 let byte = path.utf8[index]
                 guard byte > 0x20, byte < 0x7F, !Self.notInURLs.contains(byte) else { return nil }
+                if hexDigitsDue > 0 {
+                    guard Self.hexDigits.contains(byte) else { return nil }
+                    hexDigitsDue -= 1
+                    continue
+                }
+                if byte == UInt8(ascii: "%") {
+                    hexDigitsDue = 2
+                    continue
+                }
                 if byte == UInt8(ascii: "#") {
                     end = index
                     break
                 }
                 if byte == UInt8(ascii: "?"), question == nil { question = index }
             }
+            guard hexDigitsDue == 0 else { return nil }
             guard let question else { return (String(path[..<end]), nil) }
             return (String(path[..<question]), String(path[path.utf8.index(after: question)..<end]))
         }
 
         /// The printable ASCII bytes RFC 3986 never lets a URL carry unencoded.
         private static let notInURLs: Set<UInt8> = Set("\"<>\\^`{|}".utf8)
+
+        /// The bytes of a percent-escape's two digits.
+        private static let hexDigits: Set<UInt8> = Set("0123456789ABCDEFabcdef".utf8)
 
         /// The server URL's scheme, authority and path, which every operation's path is joined to.
         struct Server: Sendable {

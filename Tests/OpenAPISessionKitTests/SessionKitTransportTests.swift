@@ -85,11 +85,13 @@
                 ("http://example.com/a%20b", "/items/x%2Fy", "example.com", "/a%20b/items/x%2Fy"),
                 ("http://[::1]:8443/api", "/items", "[::1]:8443", "/api/items"),
                 ("http://example.com", "", "example.com", "/"),
-                // A fragment is not sent; a character a URL does not carry as it is goes encoded.
+                // A fragment is not sent; a character a URL does not carry as it is goes encoded (by URLComponents,
+                // which then encodes every `%` of a path with a `%` that starts no escape, as it did before).
                 ("http://example.com/v1", "/items?q=1#part", "example.com", "/v1/items?q=1"),
                 ("http://example.com", "/items#part", "example.com", "/items"),
                 ("http://example.com", "/a b?c=d e", "example.com", "/a%20b?c=d%20e"),
                 ("http://example.com:8080", "/caf\u{E9}", "example.com:8080", "/caf%C3%A9"),
+                ("http://example.com", "/a%2Fb%zz?q=%4", "example.com", "/a%252Fb%25zz?q=%254"),
             ]
             for (base, path, authority, joined) in cases {
                 let request = HTTPRequest(
