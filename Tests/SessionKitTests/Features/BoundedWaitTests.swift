@@ -67,7 +67,8 @@ final class BoundedWaitTests: LoopbackTestCase {
                 received.write { $0 = progress.completedUnitCount }
             }, completionHandler: { _, data, error in done.resolve(((data as? Data)?.count ?? 0, error)) })
         manager.resume(task)
-        while received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+        for _ in 0..<2_000 where received.wrappedValue == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+        XCTAssertGreaterThan(received.wrappedValue, 0, "no body byte in 10 s")
         XCTAssertTrue(manager.suspend(task))
         try await Task.sleep(nanoseconds: 2_500_000_000)  // two and a half request timeouts
         XCTAssertEqual(done.deliveries, 0, "a suspended task timed out")
