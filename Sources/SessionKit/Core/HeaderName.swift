@@ -9,8 +9,10 @@ extension UInt8 {
 extension String {
     /// The text with only the ASCII letters A to Z lowercased, for tokens, host names and attribute names compared
     /// without case: Unicode's lowercasing would let a non-ASCII letter pass for one (KELVIN SIGN U+212A becomes `k`).
+    /// Text without an upper-case ASCII letter (most schemes, tokens and host names) is returned as it is, uncopied.
     var asciiLowercased: String {
-        String(decoding: utf8.map(\.asciiLowercased), as: UTF8.self)
+        guard utf8.contains(where: { (0x41...0x5A).contains($0) }) else { return self }
+        return String(decoding: utf8.map(\.asciiLowercased), as: UTF8.self)
     }
 
     /// Whether two HTTP header names are the same name: they are ASCII tokens, compared byte by byte without

@@ -73,10 +73,10 @@ enum NestingLimit {
     }
 
     /// What a scan of the JSON text `data` finds before any parser reads it: how deeply its arrays and objects nest
-    /// (brackets inside strings do not count; counting stops past ``maximumDepth``), and whether a `,` comes right before a `]` or `}`, which RFC 8259
-    /// does not allow and Foundation's parser on Linux accepts. Text in UTF-16 or UTF-32 (RFC 8259 8.1 allows only
-    /// UTF-8 on the wire; RFC 4627 3 tells them by their zero bytes) is read as its UTF-8, so that a character whose
-    /// bytes include `"` or a bracket cannot hide the nesting.
+    /// (brackets inside strings do not count; counting stops past ``maximumDepth``), and whether a `,` comes right
+    /// before a `]` or `}`, which RFC 8259 does not allow and Foundation's parser on Linux accepts. Text in UTF-16 or
+    /// UTF-32 (RFC 8259 8.1 allows only UTF-8 on the wire; RFC 4627 3 tells them by their zero bytes) is read as its
+    /// UTF-8, so that a character whose bytes include `"` or a bracket cannot hide the nesting.
     static func scan(json data: Data) -> (depth: Int, trailingComma: Bool) {
         if let encoding = wideEncoding(of: data), let text = String(data: data, encoding: encoding) {
             return scan(utf8: Data(text.utf8))

@@ -221,10 +221,10 @@ final class RequestBodyPipe: @unchecked Sendable {
     ///
     /// - Throws: ``LengthMismatch``'s `URLError` when the body has a ``length`` and fewer bytes were written.
     func collected() throws -> Data {
-        if let length, case let written = state.read({ $0.written }), written < length {
-            throw LengthMismatch(declared: length, written: written).urlError()
-        }
-        return state.write { state -> Data in
+        try state.write { state -> Data in
+            if let length, state.written < length {
+                throw LengthMismatch(declared: length, written: state.written).urlError()
+            }
             var data = Data(capacity: state.buffered)
             for (index, chunk) in state.chunks.enumerated() {
                 data.append(index == 0 ? chunk.dropFirst(state.offset) : chunk)

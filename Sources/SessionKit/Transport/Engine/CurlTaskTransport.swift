@@ -36,7 +36,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     /// This transport speaks HTTP: a URL of another scheme is refused before anything is sent (`file`, `gopher`,
     /// `dict`… libcurl would run them), and so is an HTTP URL without a host (libcurl would take the path's first
     /// word as one), and a Unix socket URL that names no socket. Asked for every request of a task (each redirect's
-    /// too): the URL's scheme is read once, and lowercased only when it is not already.
+    /// too): the URL's scheme is read once.
     static func refusal(for url: URL?) -> URLError? {
         func refused(_ code: URLError.Code, _ reason: String) -> URLError {
             URLError(code, userInfo: [NSLocalizedDescriptionKey: reason, NSURLErrorFailingURLErrorKey: url as Any])
@@ -45,9 +45,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             let given = url?.absoluteString ?? "none"
             return refused(.badURL, "The request has no absolute URL (a scheme and a host): \(given).")
         }
-        let scheme =
-            written.utf8.contains(where: { (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) })
-            ? written.lowercased() : written
+        let scheme = written.asciiLowercased
         switch scheme {
         case "http", "https":
             // Encoded: whether there is a host, without decoding it.
