@@ -31,10 +31,10 @@ struct CompletionDelivery {
     /// `chosenError` is the error a retrier chose to end the task with (``RetryDecision/doNotRetryWithError(_:)``),
     /// which the caller gets as it is.
     func deliver(
-        task: URLSessionTask, data: Data, fileURL: URL?, error finalError: NSError?, serialized: Serialized? = nil,
+        task: any TaskReference, data: Data, fileURL: URL?, error finalError: NSError?, serialized: Serialized? = nil,
         chosenError: Error? = nil
     ) {
-        let received = ReceivedResponse.of(task)
+        let received = task.receivedResponse
         observation?.taskDidComplete(
             task, error: chosenError ?? finalError.map(Self.swiftError), transportError: finalError)
         if let chosenError {
@@ -69,7 +69,7 @@ struct CompletionDelivery {
 
     /// Tells the monitor what the serializer made of a response that came (`error` nil), then completes.
     private func finish(
-        task: URLSessionTask, received: ReceivedResponse?, data: Data, fileURL: URL?, error: NSError?,
+        task: any TaskReference, received: ReceivedResponse?, data: Data, fileURL: URL?, error: NSError?,
         _ result: Serialized
     ) {
         if error == nil, let observation {
@@ -128,10 +128,10 @@ struct CompletionDelivery {
 
     /// Hands the outcome to the completion (on the completion queue, or in place), and posts the notification.
     private func complete(
-        task: URLSessionTask, received: ReceivedResponse?, data: Data, object: Any?, fileURL: URL?, error: Error?
+        task: any TaskReference, received: ReceivedResponse?, data: Data, object: Any?, fileURL: URL?, error: Error?
     ) {
         let outcome = TaskOutcome(
-            task: task, received: received, data: data, object: fileURL ?? object, fileURL: fileURL, error: error)
+            reference: task, received: received, data: data, object: fileURL ?? object, fileURL: fileURL, error: error)
         let delivery = self.delivery
         let completion = self.completion
         if delivery.completesInPlace {
@@ -142,7 +142,7 @@ struct CompletionDelivery {
             if !delivery.completesInPlace { completion(outcome) }
             if delivery.announces {
                 NotificationCenter.default.post(
-                    name: .sessionKitTaskDidComplete, object: task,
+                    name: .sessionKitTaskDidComplete, object: task.task,
                     userInfo: Self.notificationUserInfo(outcome, serializer: delivery.responseSerializer))
             }
         }

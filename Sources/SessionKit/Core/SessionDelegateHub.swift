@@ -26,7 +26,7 @@ final class SessionDelegateHub: Sendable {
 /// Every task reports here, on the delegate queue: the curl transport's directly, URLSession's through
 /// ``FoundationSessionDelegate``. Each event takes the same path: the closure overrides, then the per-task delegate.
 extension SessionDelegateHub: TaskEventSink {
-    func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {
+    func taskDidChangeSuspension(_ task: any TaskReference, in session: URLSession, resumed: Bool) {
         let delegate = registry.delegate(for: task)
         delegate?.taskDidChangeSuspension(task, resumed: resumed)
         if delegate == nil, let webSocket = task as? SessionWebSocketTask {
@@ -35,54 +35,62 @@ extension SessionDelegateHub: TaskEventSink {
         // A task no caller holds (the HTTP core API's) is not announced, as its completion is not.
         if delegate?.announces == false { return }
         NotificationCenter.default.post(
-            name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task)
+            name: resumed ? .sessionKitTaskDidResume : .sessionKitTaskDidSuspend, object: task.task)
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
+        _ task: any TaskReference, in session: URLSession, didReceive response: ReceivedResponse
     )
         -> URLSession.ResponseDisposition
     {
         let resumption = registry.delegate(for: task)?.didReceive(response: response)
-        if let resumption, let downloadTask = task as? URLSessionDownloadTask {
+        if let resumption, let downloadTask = task.task as? URLSessionDownloadTask {
             // Before the first byte, as URLSession reports a download continued from resume data.
             self.task(
                 downloadTask, in: session, didResumeAtOffset: resumption.offset,
                 expectedTotalBytes: resumption.expectedTotalBytes)
         }
-        guard let dataTask = task as? URLSessionDataTask,
-            let override = overrides.read({ $0.dataTaskDidReceiveResponse })
+        // The task is made for the closure only: a call that hands none out has none until then.
+        guard !task.isDownload, let override = overrides.read({ $0.dataTaskDidReceiveResponse }),
+            let dataTask = task.task as? URLSessionDataTask
         else { return .allow }
         return override(session, dataTask, response.urlResponse)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {
-        if let dataTask = task as? URLSessionDataTask {
-            overrides.read { $0.dataTaskDidReceiveData }?(session, dataTask, data)
-        } else if let downloadTask = task as? URLSessionDownloadTask,
-            let override = overrides.read({ $0.downloadTaskDidWriteData })
+    func task(_ task: any TaskReference, in session: URLSession, didReceive data: Data) {
+        if !task.isDownload {
+            if let override = overrides.read({ $0.dataTaskDidReceiveData }),
+                let dataTask = task.task as? URLSessionDataTask
+            {
+                override(session, dataTask, data)
+            }
+        } else if let override = overrides.read({ $0.downloadTaskDidWriteData }),
+            let downloadTask = task.task as? URLSessionDownloadTask
         {
             override(
-                session, downloadTask, Int64(data.count), task.countOfBytesReceived, task.countOfBytesExpectedToReceive)
+                session, downloadTask, Int64(data.count), downloadTask.countOfBytesReceived,
+                downloadTask.countOfBytesExpectedToReceive)
         }
         registry.delegate(for: task)?.didReceive(data: data)
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        _ task: any TaskReference, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {
-        overrides.read { $0.taskDidSendBodyData }?(session, task, bytesSent, totalBytesSent, totalBytesExpectedToSend)
+        if let override = overrides.read({ $0.taskDidSendBodyData }) {
+            override(session, task.task, bytesSent, totalBytesSent, totalBytesExpectedToSend)
+        }
         registry.delegate(for: task)?.didSendBodyData(
             totalBytesSent: totalBytesSent, totalBytesExpectedToSend: totalBytesExpectedToSend)
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+        _ task: any TaskReference, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest
     ) -> URLRequest? {
         var decided =
-            overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task, response, request) }
+            overrides.read({ $0.taskWillPerformHTTPRedirection }).map { $0(session, task.task, response, request) }
             ?? request
         if let request = decided, let delegate = registry.delegate(for: task) {
             // The redirect's attempt: a span of its own, whose trace context the followed request carries.
@@ -94,43 +102,45 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
+        _ task: any TaskReference, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
     )
         -> ChallengeAction
     {
         let challenge = ChallengeResolver.proposingStoredCredential(
             challenge, from: session.configuration.urlCredentialStorage)
-        return ChallengeResolver(overrides: overrides).resolve(challenge, for: task, in: session)
+        return ChallengeResolver(overrides: overrides).resolve(challenge, for: task.task, in: session)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didReceiveTrailers trailers: [(String, String)]) {
+    func task(_ task: any TaskReference, in session: URLSession, didReceiveTrailers trailers: [(String, String)]) {
         registry.delegate(for: task)?.didReceive(trailers: trailers)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {
+    func task(_ task: any TaskReference, in session: URLSession, didFinishCollecting timings: TransferTimings) {
         let delegate = registry.delegate(for: task)
         delegate?.telemetry?.collected(timings)
         delegate?.didCollect(timings)
-        overrides.read { $0.taskDidFinishCollectingTimings }?(session, task, timings)
+        if let override = overrides.read({ $0.taskDidFinishCollectingTimings }) {
+            override(session, task.task, timings)
+        }
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {
+    func task(_ task: any TaskReference, in session: URLSession, didFailPinning report: PinningReport) {
         registry.delegate(for: task)?.didFailPinning(report)
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, willCache proposed: CachedURLResponse
+        _ task: any TaskReference, in session: URLSession, willCache proposed: CachedURLResponse
     )
         -> CachedURLResponse?
     {
-        guard let dataTask = task as? URLSessionDataTask,
-            let override = overrides.read({ $0.dataTaskWillCacheResponse })
+        guard !task.isDownload, let override = overrides.read({ $0.dataTaskWillCacheResponse }),
+            let dataTask = task.task as? URLSessionDataTask
         else { return proposed }
         return override(session, dataTask, proposed)
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession,
+        _ task: any TaskReference, in session: URLSession,
         producingResumeData handler: @escaping @Sendable (Data?) -> Void
     ) -> Bool {
         registry.delegate(for: task)?.produceResumeData(handler) ?? false
@@ -157,31 +167,31 @@ extension SessionDelegateHub: TaskEventSink {
         overrides.read { $0.webSocketTaskDidClose }?(session, task, code, reason)
     }
 
-    func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {
+    func task(_ task: any TaskReference, in session: URLSession, didCompleteWithError error: Error?) {
         // Removed first, so that a finished task leaves nothing in the registry whatever its completion does.
         let delegate = registry.remove(task)
         var error = error
-        if error == nil, ReceivedResponse.of(task) == nil, !(task is URLSessionStreamTask) {
+        if error == nil, task.receivedResponse == nil, !(task is URLSessionStreamTask) {
             // A completion carries a response or an error, on every transport and whatever its parser made of the
             // bytes: a task that would end with neither fails instead.
             error = URLError(
                 .badServerResponse,
                 userInfo: [
                     NSLocalizedDescriptionKey: "The task ended without a response or an error.",
-                    NSURLErrorFailingURLErrorKey: task.originalRequest?.url as Any,
-                    "NSErrorFailingURLStringKey": task.originalRequest?.url?.absoluteString as Any,
+                    NSURLErrorFailingURLErrorKey: task.originalURL as Any,
+                    "NSErrorFailingURLStringKey": task.originalURL?.absoluteString as Any,
                 ])
         }
         // A WebSocket task has no delegate; the cast is skipped for every other task.
         let webSocket =
             delegate != nil ? nil : (task as? SessionWebSocketTask).flatMap(registry.takeObservers(of:))
         (delegate?.telemetry ?? webSocket?.telemetry)?.complete(task, error: error)
-        overrides.read { $0.taskDidComplete }?(session, task, error)
+        if let override = overrides.read({ $0.taskDidComplete }) { override(session, task.task, error) }
         delegate?.didComplete(error: error)
         if let observation = webSocket?.observation {
             // The WebSocket task's request ends with its connection.
             observation.taskDidComplete(task, error: error, transportError: error)
-            observation.requestDidEnd(response: ReceivedResponse.of(task), error: error)
+            observation.requestDidEnd(response: task.receivedResponse, error: error)
         }
     }
 
@@ -234,7 +244,7 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        _ task: any TaskReference, in session: URLSession, adapt request: URLRequest,
         then: @escaping @Sendable (Result<URLRequest, Error>) -> Void
     ) {
         guard let delegate = registry.delegate(for: task) else { return then(.success(request)) }
@@ -242,7 +252,7 @@ extension SessionDelegateHub: TaskEventSink {
     }
 
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
+        _ task: any TaskReference, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void
     ) {
         guard let delegate = registry.delegate(for: task) else { return then(.complete) }

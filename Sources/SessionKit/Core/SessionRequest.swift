@@ -31,7 +31,8 @@ public final class SessionRequest: Sendable {
     private struct State {
         var lifecycle = RequestLifecycle()
         var request: URLRequest?
-        var tasks: [URLSessionTask] = []
+        /// Each attempt's task (what it is known by: see ``TaskReference``).
+        var tasks: [any TaskReference] = []
         var response: ReceivedResponse?
         var timings: [TransferTimings] = []
         var retryDelays: [TimeInterval] = []
@@ -54,9 +55,12 @@ public final class SessionRequest: Sendable {
     /// The request of the current (or last) attempt, after the adapters.
     public var request: URLRequest? { state.read { $0.request } }
     /// The tasks of every attempt so far, oldest first.
-    public var tasks: [URLSessionTask] { state.read { $0.tasks } }
+    public var tasks: [URLSessionTask] { state.read { $0.tasks }.map(\.task) }
     /// The task of the current (or last) attempt.
-    public var task: URLSessionTask? { state.read { $0.tasks.last } }
+    public var task: URLSessionTask? { lastAttempt?.task }
+
+    /// The last attempt's task, without making its `URLSessionTask` (the pipeline's cancel and suspend).
+    var lastAttempt: (any TaskReference)? { state.read { $0.tasks.last } }
     /// How many times the request was sent again.
     public var retryCount: Int { state.read { max(0, $0.lifecycle.attempts - 1) } }
     /// The response of the last attempt that got one.
@@ -104,7 +108,7 @@ public final class SessionRequest: Sendable {
         state.write { $0.request = request }
     }
 
-    func taskStarted(_ task: URLSessionTask) -> Bool {
+    func taskStarted(_ task: any TaskReference) -> Bool {
         state.write { state in
             state.tasks.append(task)
             return state.lifecycle.taskStarted()

@@ -18,7 +18,7 @@ struct TaskControl: Sendable {
     ///
     /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a transport that
     ///   reports through the event sink asks the sink, which knows.
-    func resume(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) {
+    func resume(_ task: any TaskReference, announces: @autoclosure () -> Bool = true) {
         let owner = transports.owner(of: task)
         owner.resume(task, announces: owner.reportsSuspension || announces())
     }
@@ -28,30 +28,30 @@ struct TaskControl: Sendable {
     ///
     /// - Returns: Whether the task was suspended.
     @discardableResult
-    func suspend(_ task: URLSessionTask, announces: @autoclosure () -> Bool = true) -> Bool {
+    func suspend(_ task: any TaskReference, announces: @autoclosure () -> Bool = true) -> Bool {
         let owner = transports.owner(of: task)
         return owner.suspend(task, announces: owner.reportsSuspension || announces())
     }
 
     /// Cancels `task`: it completes once, with `URLError.cancelled`.
-    func cancel(_ task: URLSessionTask) {
+    func cancel(_ task: any TaskReference) {
         transports.owner(of: task).cancel(task)
     }
 
     /// Whether the caller's resume and suspend of `task` reach its delegate from the transport (else the manager
     /// tells it).
-    func reportsSuspension(of task: URLSessionTask) -> Bool {
+    func reportsSuspension(of task: any TaskReference) -> Bool {
         transports.owner(of: task).reportsSuspension
     }
 
     /// Whether invalidating the session with `invalidateAndCancel()` cancels `task` (else the manager cancels it).
-    func sessionCancels(_ task: URLSessionTask) -> Bool {
+    func sessionCancels(_ task: any TaskReference) -> Bool {
         transports.owner(of: task).sessionCancelsTasks
     }
 
     /// Sets the identity `task`'s connections present; a transport that cannot present one ends the task when it is
     /// `running`.
-    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
+    func setClientIdentity(_ identity: ClientIdentity?, for task: any TaskReference, running: Bool) {
         transports.owner(of: task).setClientIdentity(identity, for: task, running: running)
     }
 }

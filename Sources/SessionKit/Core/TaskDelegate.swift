@@ -61,24 +61,26 @@ final class TaskDelegate: @unchecked Sendable {
         }
 
         /// The caller resumed (`resumed`) or suspended `task`: the monitor hears of it when the caller holds the task.
-        func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
-            guard reportsControl else { return }
+        func taskDidChangeSuspension(_ task: any TaskReference, resumed: Bool) {
+            guard reportsControl, !monitor.isEmpty else { return }
             if resumed {
-                monitor.request(request, didResumeTask: task)
+                monitor.request(request, didResumeTask: task.task)
             } else {
-                monitor.request(request, didSuspendTask: task)
+                monitor.request(request, didSuspendTask: task.task)
             }
         }
 
         /// `task` ended, reporting `error`; a cancellation that ended it (`transportError`) of a task the caller holds
         /// is the caller's (or the manager's invalidation's), reported first.
-        func taskDidComplete(_ task: URLSessionTask, error: Error?, transportError: Error?) {
+        func taskDidComplete(_ task: any TaskReference, error: Error?, transportError: Error?) {
+            // Without monitors, a task no one holds is not made for them.
+            guard !monitor.isEmpty else { return }
             if reportsControl, let cancelled = transportError as NSError?, cancelled.domain == NSURLErrorDomain,
                 cancelled.code == URLError.cancelled.rawValue
             {
                 monitor.requestDidCancel(request)
             }
-            monitor.request(request, didCompleteTask: task, error: error)
+            monitor.request(request, didCompleteTask: task.task, error: error)
         }
 
         /// The request made outside the pipeline ended with its task's `response` and `error`: reported once.
@@ -101,7 +103,11 @@ final class TaskDelegate: @unchecked Sendable {
         let delegateQueue: DispatchQueue
     }
 
-    let task: URLSessionTask
+    /// The task: its `URLSessionTask` when the caller holds one, else what the transport knows it by (the curl
+    /// transport's driver, whose `URLSessionTask` is made only if someone asks for ``task``).
+    let reference: any TaskReference
+    /// The task as URLSession's API hands it out (made now if it had none).
+    var task: URLSessionTask { reference.task }
     /// The progress of sending the request body.
     var uploadProgress: Progress { progress.upload }
     /// The progress of receiving the response body.
@@ -139,7 +145,8 @@ final class TaskDelegate: @unchecked Sendable {
     /// Creates the delegate of `task`.
     ///
     /// - Parameters:
-    ///   - task:        The task; the delegate keeps it alive until it completes.
+    ///   - task:        The task (its `URLSessionTask`, or what its transport knows it by); the delegate keeps it alive
+    ///     until it completes.
     ///   - delivery:    The serializer and the queues of the completion.
     ///   - uploadProgressHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadProgressHandler: Called on the delegate queue as bytes arrive.
@@ -158,7 +165,7 @@ final class TaskDelegate: @unchecked Sendable {
     ///   - telemetry:   The task's spans and metrics, ended by the delegate hub.
     ///   - completion:  Called once, on the completion queue.
     init(
-        task: URLSessionTask,
+        task: any TaskReference,
         delivery: Delivery,
         uploadProgressHandler: (@Sendable (Progress) -> Void)?,
         downloadProgressHandler: (@Sendable (Progress) -> Void)?,
@@ -177,7 +184,7 @@ final class TaskDelegate: @unchecked Sendable {
         telemetry: TaskTelemetry? = nil,
         completion: @escaping @Sendable (TaskOutcome) -> Void
     ) {
-        self.task = task
+        self.reference = task
         self.telemetry = telemetry
         self.observation = observation
         self.interception = observation == nil ? nil : interception
@@ -186,7 +193,7 @@ final class TaskDelegate: @unchecked Sendable {
         self.forcedError = forcedError
         self.onConsumed = onConsumed
         self.trailerSink = streamSink
-        let url = task.originalRequest?.url
+        let url = task.originalURL
         if let downloadSink {
             sink = LimitedBodySink(downloadSink, limit: bodyLimits.maximumToFile, name: "the download limit", url: url)
         } else if let streamSink {
@@ -213,7 +220,7 @@ final class TaskDelegate: @unchecked Sendable {
     // MARK: - Observation by the request pipeline
 
     /// The caller resumed (`resumed`) or suspended the task: its monitor hears of it when the caller holds the task.
-    func taskDidChangeSuspension(_ task: URLSessionTask, resumed: Bool) {
+    func taskDidChangeSuspension(_ task: any TaskReference, resumed: Bool) {
         observation?.taskDidChangeSuspension(task, resumed: resumed)
     }
 
@@ -261,7 +268,7 @@ final class TaskDelegate: @unchecked Sendable {
             }
             interception.delegateQueue.async { [self] in
                 // Unless the caller cancelled meanwhile: the task then ends as cancelled.
-                if case .failure(let refusal) = result, task.state != .canceling, task.state != .completed {
+                if case .failure(let refusal) = result, reference.state != .canceling, reference.state != .completed {
                     chosenError = refusal
                 }
                 // A retry's attempt is a span of its own, whose trace context the adapted request carries.
@@ -281,7 +288,7 @@ final class TaskDelegate: @unchecked Sendable {
             return then(.complete)
         }
         dispatchPrecondition(condition: .onQueue(interception.delegateQueue))
-        let received = ReceivedResponse.of(task)
+        let received = reference.receivedResponse
         let body = sink.takeBody()
         completionDelivery.serialize(
             received: received, data: body, fileURL: nil, error: error.map { $0 as NSError }
@@ -345,7 +352,7 @@ final class TaskDelegate: @unchecked Sendable {
             observation.monitor.request(sessionRequest, didSerialize: serialized.object, error: serialized.error)
         }
         observation.monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: failure)
-        telemetry?.complete(task, error: transportError)  // the failed attempt's span ends, as a redirect's does
+        telemetry?.complete(reference, error: transportError)  // the failed attempt's span ends, as a redirect's does
         // The next attempt's body and progress start from nothing.
         sink.restart()
         progress.restartDownload()
@@ -414,7 +421,7 @@ final class TaskDelegate: @unchecked Sendable {
         case .refused:
             // The disk refused the bytes, or a body limit: the completion reports why. Not cancelled from here:
             // URLSession 6.3's `cancel()` waits on its work queue, which can be waiting for this delegate queue.
-            let task = self.task
+            let task = reference
             Self.cancellations.async { task.cancel() }
             onConsumed?(data.count)
         case .stored:
@@ -468,7 +475,7 @@ final class TaskDelegate: @unchecked Sendable {
         if let settled { data = settled.body }  // the sink gave it up to the retriers' judgement
         if finalError == nil && chosenError == nil { progress.didSucceed() }
         completionDelivery.deliver(
-            task: task, data: data, fileURL: fileURL, error: finalError,
+            task: reference, data: data, fileURL: fileURL, error: finalError,
             serialized: finalError == nil ? settled?.serialized : nil, chosenError: chosenError)
     }
 }

@@ -37,7 +37,7 @@ final class TaskProgress: Sendable {
     }
 
     private let state = Protected(State())
-    private weak let task: URLSessionTask?
+    private weak let task: (any TaskReference)?
     private let control: TaskControl
     private let uploadHandler: (@Sendable (Progress) -> Void)?
     private let downloadHandler: (@Sendable (Progress) -> Void)?
@@ -51,7 +51,7 @@ final class TaskProgress: Sendable {
     ///   - uploadHandler:   Called on the delegate queue as bytes are sent.
     ///   - downloadHandler: Called on the delegate queue as bytes arrive.
     init(
-        task: URLSessionTask,
+        task: any TaskReference,
         uploadLength: Int64?,
         control: TaskControl,
         uploadHandler: (@Sendable (Progress) -> Void)?,

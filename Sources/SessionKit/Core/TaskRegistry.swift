@@ -4,7 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// The per-task delegates of one manager, keyed by task identity.
+/// The per-task delegates of one manager, keyed by task identity (``TaskReference/registryKey``: a curl task's
+/// driver's, so that its `URLSessionTask`, made only when asked for, finds the same entry).
 ///
 /// A task is registered before it can be resumed and removed when it completes, so a finished task leaves
 /// nothing behind. Keys are object identities, which stay unique across the sessions a manager builds after
@@ -42,32 +43,38 @@ final class TaskRegistry: Sendable {
 
     /// Registers `delegate` for its task.
     func add(_ delegate: TaskDelegate) {
-        delegates.write { $0[ObjectIdentifier(delegate.task)] = delegate }
+        delegates.write { $0[delegate.reference.registryKey] = delegate }
     }
 
     /// Registers a stream or WebSocket task until it completes.
     func add(_ stream: URLSessionTask) {
-        streams.write { $0[ObjectIdentifier(stream)] = stream }
+        streams.write { $0[stream.registryKey] = stream }
     }
 
     /// The delegate of `task`, if it is still running.
-    func delegate(for task: URLSessionTask) -> TaskDelegate? {
-        delegates.read { $0[ObjectIdentifier(task)] }
+    func delegate(for task: any TaskReference) -> TaskDelegate? {
+        let key = task.registryKey
+        return delegates.read { $0[key] }
     }
 
     /// Removes and returns the delegate of `task`.
     @discardableResult
-    func remove(_ task: URLSessionTask) -> TaskDelegate? {
-        if task is URLSessionStreamTask || task is SessionWebSocketTask {
-            streams.write { _ = $0.removeValue(forKey: ObjectIdentifier(task)) }
-        }
-        return delegates.write { $0.removeValue(forKey: ObjectIdentifier(task)) }
+    func remove(_ task: any TaskReference) -> TaskDelegate? {
+        let key = task.registryKey
+        if let delegate = delegates.write({ $0.removeValue(forKey: key) }) { return delegate }
+        streams.write { _ = $0.removeValue(forKey: key) }  // a stream or WebSocket task, which has no delegate
+        return nil
     }
 
-    /// The tasks still registered, oldest first.
+    /// The tasks still registered, oldest first (a curl task's `URLSessionTask` made now if it had none).
     var tasks: [URLSessionTask] {
-        (delegates.read { $0.values.map(\.task) } + streams.read { Array($0.values) })
+        (delegates.read { $0.values.map(\.reference) }.map(\.task) + streams.read { Array($0.values) })
             .sorted { $0.taskIdentifier < $1.taskIdentifier }
+    }
+
+    /// What the registered tasks are known by, without making any `URLSessionTask`: for cancelling them all.
+    var references: [any TaskReference] {
+        delegates.read { $0.values.map(\.reference) } + streams.read { Array($0.values) }
     }
 
 }

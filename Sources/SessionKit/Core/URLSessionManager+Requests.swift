@@ -61,16 +61,16 @@ extension URLSessionManager {
         let control = self.control
         sessionRequest.setCancelHandler {
             monitor.requestDidCancel(sessionRequest)  // before the task's own end, which it causes
-            if let task = sessionRequest.task { control.cancel(task) }
+            if let task = sessionRequest.lastAttempt { control.cancel(task) }
         }
         sessionRequest.setSuspendHandler { [weak self] suspending in
-            guard let self, let task = sessionRequest.task else { return false }
+            guard let self, let task = sessionRequest.lastAttempt else { return false }
             if suspending {
-                guard suspend(task) else { return false }
-                monitor.request(sessionRequest, didSuspendTask: task)
+                guard suspend(reference: task) else { return false }
+                if !monitor.isEmpty { monitor.request(sessionRequest, didSuspendTask: task.task) }
             } else {
-                monitor.request(sessionRequest, didResumeTask: task)
-                resume(task)
+                if !monitor.isEmpty { monitor.request(sessionRequest, didResumeTask: task.task) }
+                resume(reference: task)
             }
             return true
         }
@@ -150,7 +150,7 @@ extension URLSessionManager {
         interceptor: (any RequestInterceptor)?
     ) async -> TaskOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<TaskOutcome, Never>) in
-            let task = makeTask(
+            let made = makeTaskReference(
                 .sending(request, upload: upload), responseSerializer: responseSerializer,
                 streamSink: streamSink,
                 observation: TaskDelegate.Observation(request: sessionRequest, monitor: monitor),
@@ -165,12 +165,17 @@ extension URLSessionManager {
                 }
                 continuation.resume(returning: outcome)
             }
+            // A request that monitors watch has its `URLSessionTask` made for them (and kept by the request); one that
+            // no one watches runs without one, unless someone asks for it later (``SessionRequest/tasks``).
+            let task = monitor.isEmpty ? made : made.task
             let started = sessionRequest.taskStarted(task)
-            monitor.request(sessionRequest, didCreateTask: task)
-            // Reported before the call: a loopback answer can reach the monitor from the delegate queue before
-            // `resume` returns here, and monitors see a request's events in order.
-            monitor.request(sessionRequest, didResumeTask: task)
-            resume(task)
+            if !monitor.isEmpty {
+                monitor.request(sessionRequest, didCreateTask: task.task)
+                // Reported before the call: a loopback answer can reach the monitor from the delegate queue before
+                // `resume` returns here, and monitors see a request's events in order.
+                monitor.request(sessionRequest, didResumeTask: task.task)
+            }
+            resume(reference: task)
             if !started { control.cancel(task) }  // cancelled while adapting: the task ends at once, as cancelled
         }
     }

@@ -135,7 +135,7 @@ extension URLSessionManager {
         if let error = outcome.error { throw error }
         guard let received = outcome.received, received.isHTTP else {
             throw URLError(
-                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
+                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.reference.originalURL as Any])
         }
         return HTTPResult(object: outcome.object, received: received, data: outcome.data)
     }
@@ -144,7 +144,7 @@ extension URLSessionManager {
         if let error = outcome.error { throw error }
         guard let response = outcome.response as? HTTPURLResponse, let fileURL = outcome.fileURL else {
             throw URLError(
-                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.task.originalRequest?.url as Any])
+                .badServerResponse, userInfo: [NSURLErrorFailingURLErrorKey: outcome.reference.originalURL as Any])
         }
         return (fileURL, response)
     }

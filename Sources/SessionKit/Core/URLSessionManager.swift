@@ -576,6 +576,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     ///
     /// A task that is already running is left alone: URLSession on Linux would start its transfer a second time.
     public func resume(_ task: URLSessionTask) {
+        resume(reference: task)
+    }
+
+    /// Resumes `task` (what it is known by: see ``TaskReference``), as ``resume(_:)`` does.
+    func resume(reference task: any TaskReference) {
         let delegate = registry.delegate(for: task)
         if !control.reportsSuspension(of: task), task.state == .suspended {
             // A transport that tells no sink (URLSession's own tasks): the monitor hears of it here, before any of
@@ -594,6 +599,12 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
     /// - Returns: Whether the task was suspended.
     @discardableResult
     public func suspend(_ task: URLSessionTask) -> Bool {
+        suspend(reference: task)
+    }
+
+    /// Suspends `task` (what it is known by: see ``TaskReference``), as ``suspend(_:)`` does.
+    @discardableResult
+    func suspend(reference task: any TaskReference) -> Bool {
         let delegate = registry.delegate(for: task)
         let suspended = control.suspend(task, announces: delegate?.announces ?? true)
         // A transport that reports through the sink has told the delegate; URLSession's own tasks, here.
@@ -620,7 +631,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             }
             if cancelPendingTasks {
                 // The tasks a transport of SessionKit's drives: URLSession does not know them.
-                for task in registry.tasks where !control.sessionCancels(task) {
+                for task in registry.references where !control.sessionCancels(task) {
                     control.cancel(task)
                 }
                 session.invalidateAndCancel()
@@ -671,12 +682,32 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         responseSerializer: URLResponseSerialization? = nil,
         resumedDownload: ResumedDownload? = nil,
         streamSink: DataStreamSink? = nil,
+        completion: @escaping @Sendable (TaskOutcome) -> Void
+    ) -> URLSessionTask {
+        makeTaskReference(
+            source, uploadProgress: uploadProgress, downloadProgress: downloadProgress, destination: destination,
+            responseSerializer: responseSerializer, resumedDownload: resumedDownload, streamSink: streamSink,
+            completion: completion
+        ).task
+    }
+
+    /// Creates the task for `source`, registers its per-task delegate and returns what it is known by, not resumed:
+    /// its `URLSessionTask` when the caller gets one (`announces`), else possibly only what the transport knows it by
+    /// (the curl transport's driver: see ``TaskReference``), for the request pipeline.
+    func makeTaskReference(
+        _ source: TaskSource,
+        uploadProgress: (@Sendable (Progress) -> Void)? = nil,
+        downloadProgress: (@Sendable (Progress) -> Void)? = nil,
+        destination: (@Sendable (URL, URLResponse) -> URL)? = nil,
+        responseSerializer: URLResponseSerialization? = nil,
+        resumedDownload: ResumedDownload? = nil,
+        streamSink: DataStreamSink? = nil,
         observation: TaskDelegate.Observation? = nil,
         interceptor pipelineInterceptor: (any RequestInterceptor)? = nil,
         completesInPlace: Bool = false,
         announces: Bool = true,
         completion: @escaping @Sendable (TaskOutcome) -> Void
-    ) -> URLSessionTask {
+    ) -> any TaskReference {
         var source = source
         let uploadLength = Self.uploadLength(of: source)
         // Read once: every setting the task takes is from the same moment (and one copy costs less than several).
@@ -759,8 +790,11 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
             return taskTransport.makeTask(
                 for: source, uploadLength: uploadLength, options: options, session: session, sink: eventSink)
         }
-        let created = made?.task
-        let task: URLSessionTask
+        // A caller that gets the task (and monitors outside the pipeline, which hear of it now) has it made now; the
+        // delegate then holds it, and it holds its transport's part.
+        let handsOut = announces || implicitObservation != nil
+        let created = made.map { handsOut ? $0.reference.task : $0.reference }
+        let task: any TaskReference
         let forcedError: NSError?
         let registry: TaskRegistry
         if let created {
@@ -802,7 +836,7 @@ open class URLSessionManager: NSObject, NSSecureCoding, NSCopying, @unchecked Se
         // Through the progress itself (it holds its task weakly): the task must not keep its delegate alive.
         let progress = delegate.progress
         made?.adoptProgress({ progress.upload }, { progress.download })
-        implicitObservation?.taskMade(task)
+        implicitObservation?.taskMade(task.task)
         registry.add(delegate)
         return task
     }

@@ -115,6 +115,9 @@ public final class CompositeEventMonitor: EventMonitor, Sendable {
     /// The composite of no monitor.
     private static let none = CompositeEventMonitor(monitors: [])
 
+    /// Whether no monitor listens: an event for none need not be built (nor its task made).
+    var isEmpty: Bool { monitors.isEmpty }
+
     private func each(_ event: @escaping @Sendable (any EventMonitor) -> Void) {
         for monitor in monitors {
             monitor.queue.async { event(monitor) }

@@ -63,7 +63,7 @@ final class TaskTelemetry: @unchecked Sendable {
 
     /// The task follows a redirect from `response` to `request`: the attempt that got `response` ends, and the one
     /// that sends the returned request (`request` with its own trace context) starts.
-    func redirect(_ response: HTTPURLResponse, to request: URLRequest, of task: URLSessionTask) -> URLRequest {
+    func redirect(_ response: HTTPURLResponse, to request: URLRequest, of task: any TaskReference) -> URLRequest {
         assertOnDelegateQueue()
         end(statusCode: response.statusCode, error: nil, task: task)
         var request = request
@@ -88,13 +88,13 @@ final class TaskTelemetry: @unchecked Sendable {
     }
 
     /// The task completed with `error` (nil for a response): the current attempt ends.
-    func complete(_ task: URLSessionTask, error: Error?) {
+    func complete(_ task: any TaskReference, error: Error?) {
         assertOnDelegateQueue()
-        let status = ReceivedResponse.of(task)?.statusCode ?? 0
+        let status = task.receivedResponse?.statusCode ?? 0
         end(statusCode: status == 0 ? nil : status, error: error, task: task)
     }
 
-    private func end(statusCode: Int?, error: Error?, task: URLSessionTask) {
+    private func end(statusCode: Int?, error: Error?, task: any TaskReference) {
         guard let attempt else { return }
         self.attempt = nil
         var outcome = AttemptOutcome(statusCode: statusCode, error: error)

@@ -13,54 +13,55 @@ import Foundation
 /// Every call names the `URLSession` the manager's closures receive (the manager's session when the task was made).
 protocol TaskEventSink: AnyObject, Sendable {
     /// The task was resumed (`resumed == true`) or suspended by its caller.
-    func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool)
+    func taskDidChangeSuspension(_ task: any TaskReference, in session: URLSession, resumed: Bool)
 
     /// The response head arrived (its Foundation object built only if a receiver asks for it); the answer says
     /// whether the task goes on.
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
+        _ task: any TaskReference, in session: URLSession, didReceive response: ReceivedResponse
     ) -> URLSession.ResponseDisposition
 
     /// Body bytes arrived.
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data)
+    func task(_ task: any TaskReference, in session: URLSession, didReceive data: Data)
 
     /// Request body bytes were sent: `bytesSent` since the last report, `totalBytesSent` so far, of
     /// `totalBytesExpectedToSend` (-1 when unknown).
     func task(
-        _ task: URLSessionTask, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        _ task: any TaskReference, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64)
 
     /// A redirect response ended a transfer: the request to send next, or nil to deliver the redirect response.
     func task(
-        _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+        _ task: any TaskReference, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest
     )
         -> URLRequest?
 
     /// A 401 or 407 ended a transfer: what to do about it.
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
+        _ task: any TaskReference, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
     ) -> ChallengeAction
 
     /// A response is about to be stored in the HTTP cache: what to store (`proposed`, another one, or nil for none).
     func task(
-        _ task: URLSessionTask, in session: URLSession, willCache proposed: CachedURLResponse
+        _ task: any TaskReference, in session: URLSession, willCache proposed: CachedURLResponse
     )
         -> CachedURLResponse?
 
     /// The response's trailer fields arrived after its body (chunked HTTP/1.1, HTTP/2), as received.
-    func task(_ task: URLSessionTask, in session: URLSession, didReceiveTrailers trailers: [(String, String)])
+    func task(_ task: any TaskReference, in session: URLSession, didReceiveTrailers trailers: [(String, String)])
 
     /// A transfer ended: libcurl's timings of it.
-    func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings)
+    func task(_ task: any TaskReference, in session: URLSession, didFinishCollecting timings: TransferTimings)
 
     /// The server's chain matched no pin, and the policy only reports it (``SecurityPolicy/reportsOnly``): the
     /// connection went on.
-    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport)
+    func task(_ task: any TaskReference, in session: URLSession, didFailPinning report: PinningReport)
 
     /// The task is about to be cancelled: `handler` gets its resume data once it ends; false when it has none.
     func task(
-        _ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void
+        _ task: any TaskReference, in session: URLSession,
+        producingResumeData handler: @escaping @Sendable (Data?) -> Void
     ) -> Bool
 
     /// A stream task's read side closed (the peer's end of stream, or `closeRead()` once earlier reads were done).
@@ -79,7 +80,7 @@ protocol TaskEventSink: AnyObject, Sendable {
         reason: Data?)
 
     /// The task ended, exactly once.
-    func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?)
+    func task(_ task: any TaskReference, in session: URLSession, didCompleteWithError error: Error?)
 
     // MARK: Events of URLSession's own tasks and session (the Foundation transport's)
 
@@ -113,14 +114,14 @@ protocol TaskEventSink: AnyObject, Sendable {
     /// A task of a manager with an interceptor is about to send an attempt: `then` gets the request its adapters
     /// made of `request`, or the error that ends the task (called once, on the delegate queue).
     func task(
-        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        _ task: any TaskReference, in session: URLSession, adapt request: URLRequest,
         then: @escaping @Sendable (Result<URLRequest, Error>) -> Void)
 
     /// An attempt of such a task ended, with `error` or with its response: `then` gets whether the task completes
     /// now or is sent again (called once, on the delegate queue). `deadline` is the task's resource deadline, if it
     /// has one: a retry that would start past it is not made (nor reported).
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
+        _ task: any TaskReference, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void)
 }
 
@@ -137,11 +138,11 @@ enum AttemptVerdict: Equatable {
 
 extension TaskEventSink {
     /// A sink without request monitors (a WebSocket's stream) has no one to tell.
-    func task(_ task: URLSessionTask, in session: URLSession, didFailPinning report: PinningReport) {}
+    func task(_ task: any TaskReference, in session: URLSession, didFailPinning report: PinningReport) {}
 
     /// A sink without adapters sends the request as it is.
     func task(
-        _ task: URLSessionTask, in session: URLSession, adapt request: URLRequest,
+        _ task: any TaskReference, in session: URLSession, adapt request: URLRequest,
         then: @escaping @Sendable (Result<URLRequest, Error>) -> Void
     ) {
         then(.success(request))
@@ -149,7 +150,7 @@ extension TaskEventSink {
 
     /// A sink without retriers completes every task at its first attempt's end.
     func task(
-        _ task: URLSessionTask, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
+        _ task: any TaskReference, in session: URLSession, attemptEndedWith error: Error?, deadline: Date?,
         then: @escaping @Sendable (AttemptVerdict) -> Void
     ) {
         then(.complete)

@@ -50,12 +50,12 @@ protocol TaskTransport: Sendable {
     ///
     /// - Parameter announces: Whether the notification is posted (not for a task no caller holds); a transport that
     ///   reports through the event sink asks the sink, which knows.
-    func resume(_ task: URLSessionTask, announces: Bool)
+    func resume(_ task: any TaskReference, announces: Bool)
     /// Suspends `task` and posts `Notification.Name.sessionKitTaskDidSuspend`; false when it was not suspended (it
     /// was suspended already, has ended, or, on a transport that cannot hold a transfer, is loading).
-    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool
+    func suspend(_ task: any TaskReference, announces: Bool) -> Bool
     /// Cancels `task`: it completes once, with `URLError.cancelled`.
-    func cancel(_ task: URLSessionTask)
+    func cancel(_ task: any TaskReference)
     /// Whether the caller's resume and suspend of its tasks reach the event sink from the transport; when not, the
     /// manager tells the task's delegate itself.
     var reportsSuspension: Bool { get }
@@ -65,7 +65,7 @@ protocol TaskTransport: Sendable {
     /// Sets the client identity `task`'s connections present (mutual TLS), before it starts. A transport that cannot
     /// present one ends the task now, with ``clientIdentityRefusal``, when it is `running` (a task of the manager's
     /// that has not completed), rather than let it go without.
-    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool)
+    func setClientIdentity(_ identity: ClientIdentity?, for task: any TaskReference, running: Bool)
 }
 
 /// A task whose transport keeps URLSession's `resume()`/`suspend()` promises itself, in every state, and reports each
@@ -128,8 +128,9 @@ struct ResumedDownload: Sendable {
 
 /// A task a transport made, and what its per-task delegate needs to know of it.
 struct TransportTask {
-    /// The task the caller gets.
-    let task: URLSessionTask
+    /// The task: URLSession's own, or what the transport knows it by (the curl transport's driver, whose
+    /// `URLSessionTask` is made when first asked for).
+    let reference: any TaskReference
     /// Back-pressure between the transfer and the per-task delegate, when the transport can hold a transfer.
     let flowControl: FlowControl?
     /// Where a download's body is written, when the transport writes it itself (the curl transport: URLSession writes
@@ -178,8 +179,8 @@ struct TaskTransports: Sendable {
 
     /// The transport that made `task` and controls it: a task it drives (``TransportDrivenTask``: the curl
     /// transport's, stream and WebSocket tasks) is the curl transport's, any other URLSession's own.
-    func owner(of task: URLSessionTask) -> TaskTransport {
-        task.asTransportDriven == nil ? foundation : curl
+    func owner(of task: any TaskReference) -> TaskTransport {
+        task.isTransportDriven ? curl : foundation
     }
 
     /// A stream task to `host` and `port`, not resumed: stream tasks (and the WebSocket tasks built on them) run on

@@ -11,10 +11,10 @@ final class CurlDownloadTask: URLSessionDownloadTask, CurlTask, @unchecked Senda
     // @unchecked Sendable: all state lives in the driver, behind its lock.
     let driver: CurlTaskDriver
 
+    /// The task object of `driver`, which makes it (``CurlTaskDriver/task``).
     init(driver: CurlTaskDriver) {
         self.driver = driver
         super.init()
-        driver.task = self
     }
 
     override var taskIdentifier: Int { driver.taskIdentifier }

@@ -76,6 +76,16 @@ final class CurlTaskDriver: @unchecked Sendable {
         var fileStream: InputStream?
         /// The caller's body stream a transfer's pump read (``InputStreamPump``): never given to a second one.
         var pumpedStream: InputStream?
+        /// The task object, once made (``task``): held until the task has completed, so that it stays the same
+        /// object while the task runs (it holds this driver), then only by whoever kept it.
+        var heldTask: URLSessionTask?
+        weak var madeTask: URLSessionTask?
+    }
+
+    /// Which `URLSessionTask` class the task object is: the manager's `dataTasks`, `uploadTasks` and `downloadTasks`
+    /// lists, and `is URLSessionDownloadTask`, go by it.
+    enum Kind: Sendable {
+        case data, upload, download
     }
 
     /// The task's identifier, unique in its manager.
@@ -84,8 +94,8 @@ final class CurlTaskDriver: @unchecked Sendable {
     let originalRequest: URLRequest
     /// Back-pressure between the transfer and the per-task delegate; the caller's pause is the machine's.
     let flowControl: FlowControl
-    /// The public task object this driver runs (it owns the driver).
-    weak var task: URLSessionTask?
+    /// The class of ``task``.
+    let kind: Kind
 
     private let environment: Environment
     private let observed: Protected<Observed>
@@ -103,10 +113,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     private let isUpload: Bool
 
     init(
-        taskIdentifier: Int, request: URLRequest, bodyFile: URL? = nil, isUpload: Bool = false,
+        taskIdentifier: Int, request: URLRequest, kind: Kind = .data, bodyFile: URL? = nil, isUpload: Bool = false,
         expectedToSend: Int64, environment: Environment
     ) {
         self.taskIdentifier = taskIdentifier
+        self.kind = kind
         self.bodyFile = bodyFile
         self.isUpload = isUpload
         self.originalRequest = request
@@ -122,6 +133,25 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     // MARK: - What the task reports (any thread)
+
+    /// The public task object that forwards to this driver, made when first asked for: a call that hands out no task
+    /// and that nothing watches runs without one (see ``TaskReference``).
+    var task: URLSessionTask {
+        if let made = observed.read({ $0.madeTask }) { return made }
+        // Made outside the lock (Foundation's initializer takes locks of its own); the first one stored is the task.
+        let made: URLSessionTask
+        switch kind {
+        case .data: made = CurlDataTask(driver: self)
+        case .upload: made = CurlUploadTask(driver: self)
+        case .download: made = CurlDownloadTask(driver: self)
+        }
+        return observed.write { observed in
+            if let existing = observed.madeTask { return existing }
+            observed.madeTask = made
+            if !observed.completionDelivered { observed.heldTask = made }
+            return made
+        }
+    }
 
     var state: URLSessionTask.State {
         observed.read { $0.completionDelivered ? .completed : $0.machine.taskState }
@@ -197,15 +227,14 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// Cancels, handing the download's resume data (or nil) to `handler` once the task has ended.
     func cancel(byProducingResumeData handler: @escaping @Sendable (Data?) -> Void) {
-        if let task, !environment.sink.task(task, in: environment.session, producingResumeData: handler) {
+        if !environment.sink.task(self, in: environment.session, producingResumeData: handler) {
             handler(nil)
         }
         cancel()
     }
 
     private func notify(resumed: Bool) {
-        guard let task else { return }
-        environment.sink.taskDidChangeSuspension(task, in: environment.session, resumed: resumed)
+        environment.sink.taskDidChangeSuspension(self, in: environment.session, resumed: resumed)
     }
 
     // MARK: - Adapters and retriers (an intercepted task)
@@ -215,11 +244,10 @@ final class CurlTaskDriver: @unchecked Sendable {
     ///
     /// `onDelegateQueue`: whether this runs on the delegate queue (a retry's) or on the caller's thread (`resume()`).
     private func adaptThenStart(onDelegateQueue: Bool) {
-        guard let task else { return }
         // The sink answers on the delegate queue, or at once on this thread when it has nothing to adapt the request
         // with: the start then runs where this call does.
         let asking = Protected(true)
-        environment.sink.task(task, in: environment.session, adapt: originalRequest) { [self] result in
+        environment.sink.task(self, in: environment.session, adapt: originalRequest) { [self] result in
             let answeredHere = asking.read { $0 }
             switch result {
             case .success(let request):
@@ -528,15 +556,15 @@ final class CurlTaskDriver: @unchecked Sendable {
             return observed.events
         }
         for event in events {
-            guard let task, !observed.read({ $0.machine.isTerminal }) else {
+            guard !observed.read({ $0.machine.isTerminal }) else {
                 if case .data(let data) = event { flowControl.consumed(data.count) }
                 continue
             }
-            handle(event, of: task)
+            handle(event)
         }
     }
 
-    private func handle(_ event: Event, of task: URLSessionTask) {
+    private func handle(_ event: Event) {
         let sink = environment.sink
         let session = environment.session
         switch event {
@@ -546,9 +574,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             // A redirect is decided when its transfer ends (its body is dropped), a challenge answered then.
             guard observed.write({ $0.machine.headArrived(response) }) == .deliver else { return }
             if cache?.wantsResponse(withFields: head.lines) == true, let http = response.httpResponse {
-                deliverHead(ReceivedResponse(cacheReceived(http, of: task)), of: task)
+                deliverHead(ReceivedResponse(cacheReceived(http)))
             } else {
-                deliverHead(response, of: task)
+                deliverHead(response)
             }
             if cache?.confirmed != nil { observed.write { $0.machine.storeAnswered() } }
         case .data(let data):
@@ -559,7 +587,7 @@ final class CurlTaskDriver: @unchecked Sendable {
             }
             guard action == .deliver else { return flowControl.consumed(data.count) }
             cache?.receivedBody(data)
-            sink.task(task, in: session, didReceive: data)
+            sink.task(self, in: session, didReceive: data)
         case .sent(let sent, let expected):
             let increment = observed.write { observed -> Int64 in
                 defer { observed.bytesSent = sent }
@@ -568,15 +596,15 @@ final class CurlTaskDriver: @unchecked Sendable {
                 return max(0, sent - observed.bytesSent)
             }
             sink.task(
-                task, in: session, didSendBodyData: increment, totalBytesSent: sent, totalBytesExpectedToSend: expected)
+                self, in: session, didSendBodyData: increment, totalBytesSent: sent, totalBytesExpectedToSend: expected)
         case .trailers(let lines):
             // A held (redirect, challenge) or replaced (304, stale) response's trailers are not the task's.
             guard observed.read({ $0.machine.takesTrailers }) else { return }
-            sink.task(task, in: session, didReceiveTrailers: lines)
+            sink.task(self, in: session, didReceiveTrailers: lines)
         case .timings(let timings):
-            sink.task(task, in: session, didFinishCollecting: timings)
+            sink.task(self, in: session, didFinishCollecting: timings)
         case .pinningReport(let report):
-            sink.task(task, in: session, didFailPinning: report)
+            sink.task(self, in: session, didFailPinning: report)
         case .end(let error):
             switch observed.write({ $0.machine.transferEnded(failed: error != nil) }) {
             case .none:
@@ -587,22 +615,22 @@ final class CurlTaskDriver: @unchecked Sendable {
                 {
                     // stale-if-error: the server could not be reached or answered nothing; the stored one answers (a
                     // TLS or policy failure never does: the caller must learn of it).
-                    deliverHead(stale.servedResponse(at: Date()), of: task)
-                    deliverStoredBody(stale.data, of: task)
+                    deliverHead(stale.servedResponse(at: Date()))
+                    deliverStoredBody(stale.data)
                     return finish(nil)
                 }
                 _ = cache?.ended(response: nil, failed: true)
                 finish(error)
             case .finish:
-                endCachedExchange(of: task)
+                endCachedExchange()
                 finish(nil)
             case .decideChallenge(let held):
                 if let challenge = held.challenge {
-                    answer(challenge, of: held.response, body: held.body, task: task)
+                    answer(challenge, of: held.response, body: held.body)
                 }
             case .decideRedirect(let response):
                 cache?.redirected(by: response)
-                followRedirect(response, task: task)
+                followRedirect(response)
             }
         }
     }
@@ -610,60 +638,60 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - HTTP cache (delegate queue)
 
     /// A final response head arrived: what the cache makes of it (a 304 to its revalidation is the stored response).
-    private func cacheReceived(_ response: HTTPURLResponse, of task: URLSessionTask) -> HTTPURLResponse {
+    private func cacheReceived(_ response: HTTPURLResponse) -> HTTPURLResponse {
         let request = observed.read { $0.currentRequest }
         let delivered = cache?.received(response, for: request) ?? response
-        if let proposal = cache?.takeProposal() { approveAndStore(proposal, of: task) }
+        if let proposal = cache?.takeProposal() { approveAndStore(proposal) }
         return delivered
     }
 
     /// Asks the manager (`dataTaskWillCacheResponse`) about `proposal`, and stores what it approves.
-    private func approveAndStore(_ proposal: CacheExchange.Proposal, of task: URLSessionTask) {
-        if let approved = environment.sink.task(task, in: environment.session, willCache: proposal.response) {
+    private func approveAndStore(_ proposal: CacheExchange.Proposal) {
+        if let approved = environment.sink.task(self, in: environment.session, willCache: proposal.response) {
             cache?.store(approved, for: proposal)
         }
     }
 
     /// The transfer ended well: the cache stores what it kept; a confirmed stored response gives its body.
-    private func endCachedExchange(of task: URLSessionTask) {
+    private func endCachedExchange() {
         guard cache?.hasWorkAtEnd == true else { return }
         if let proposal = cache?.ended(response: observed.read { $0.response }?.httpResponse, failed: false) {
-            approveAndStore(proposal, of: task)
+            approveAndStore(proposal)
         }
-        if let confirmed = cache?.confirmed { deliverStoredBody(confirmed.data, of: task) }
+        if let confirmed = cache?.confirmed { deliverStoredBody(confirmed.data) }
     }
 
     /// Answers the task with a stored response, on the delegate queue, as a transfer would have.
     private func serveStored(_ entry: CacheEntry) {
         environment.delegateQueue.async { [self] in
-            guard let task, !observed.read({ $0.machine.isTerminal }) else { return }
-            deliverHead(entry.servedResponse(at: Date()), of: task)
-            deliverStoredBody(entry.data, of: task)
+            guard !observed.read({ $0.machine.isTerminal }) else { return }
+            deliverHead(entry.servedResponse(at: Date()))
+            deliverStoredBody(entry.data)
             finish(nil)
         }
     }
 
     /// Hands the task a body that did not come from the running transfer (a challenge's, a stored one).
-    private func deliverStoredBody(_ body: Data, of task: URLSessionTask) {
+    private func deliverStoredBody(_ body: Data) {
         guard !body.isEmpty, !observed.read({ $0.machine.isTerminal }) else { return }
         observed.write { $0.bytesReceived += Int64(body.count) }
         flowControl.produced(body.count)  // the per-task delegate counts it as consumed
-        environment.sink.task(task, in: environment.session, didReceive: body)
+        environment.sink.task(self, in: environment.session, didReceive: body)
     }
 
     /// The final response head: the task's response, then the sink's answer.
-    private func deliverHead(_ response: HTTPURLResponse, of task: URLSessionTask) {
-        deliverHead(ReceivedResponse(response), of: task)
+    private func deliverHead(_ response: HTTPURLResponse) {
+        deliverHead(ReceivedResponse(response))
     }
 
     /// The final response head as received: the task's response, then the sink's answer.
-    private func deliverHead(_ response: ReceivedResponse, of task: URLSessionTask) {
+    private func deliverHead(_ response: ReceivedResponse) {
         observed.write { observed in
             observed.response = response
             observed.bytesExpectedToReceive = response.expectedContentLength
             observed.machine.responseDelivered()
         }
-        if environment.sink.task(task, in: environment.session, didReceive: response) == .cancel {
+        if environment.sink.task(self, in: environment.session, didReceive: response) == .cancel {
             cancel()
         }
     }
@@ -677,21 +705,21 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.
-    private func followRedirect(_ response: HTTPURLResponse, task: URLSessionTask) {
+    private func followRedirect(_ response: HTTPURLResponse) {
         let request = requestWithoutCacheFields()
         switch observed.write({ $0.machine.redirect(after: response, from: request) }) {
         case .failure(let error):
             finish(error)
         case .success(let proposed):
             if let next = environment.sink.task(
-                task, in: environment.session, willPerformHTTPRedirection: response,
+                self, in: environment.session, willPerformHTTPRedirection: response,
                 newRequest: proposed)
             {
                 // The manager's closure may return any request: it goes on the wire only if it could have been made.
                 if let refusal = HTTPFieldValidation.error(for: next) { return complete(refusal) }
                 startNext(next)
             } else {
-                deliverHead(response, of: task)
+                deliverHead(response)
                 finish(nil)
             }
         }
@@ -699,8 +727,7 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     /// A 401 or 407 ended: ask the manager, then retry with a credential, deliver the response, or cancel.
     private func answer(
-        _ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data,
-        task: URLSessionTask
+        _ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data
     ) {
         let request = requestWithoutCacheFields()
         let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
@@ -710,14 +737,14 @@ final class CurlTaskDriver: @unchecked Sendable {
         let challenge = URLAuthenticationChallenge(
             protectionSpace: space, proposedCredential: nil, previousFailureCount: failures,
             failureResponse: response, error: nil, sender: ChallengeSender())
-        switch environment.sink.task(task, in: environment.session, didReceive: challenge) {
+        switch environment.sink.task(self, in: environment.session, didReceive: challenge) {
         case .retry(let credential):
             let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
             observed.write { $0.machine.answered(with: answer, origin: RedirectState.origin(of: request.url)) }
             startNext(request)
         case .deliverResponse:
-            deliverHead(response, of: task)
-            deliverStoredBody(body, of: task)
+            deliverHead(response)
+            deliverStoredBody(body)
             finish(nil)
         case .cancel:
             cancel()
@@ -738,12 +765,12 @@ final class CurlTaskDriver: @unchecked Sendable {
             // The invariant every completion keeps, whatever went wrong before: a response or an error.
             error = Self.error(.badServerResponse, "The task ended without a response.", url: originalRequest.url)
         }
-        if environment.intercepted, let task {
+        if environment.intercepted {
             let (concludes, deadline) = observed.write {
                 ($0.machine.attemptEnded(now: Date()), $0.machine.resourceDeadline)
             }
             if concludes {
-                environment.sink.task(task, in: environment.session, attemptEndedWith: error, deadline: deadline) {
+                environment.sink.task(self, in: environment.session, attemptEndedWith: error, deadline: deadline) {
                     [self, error] verdict in conclude(verdict, error: error)
                 }
                 return
@@ -766,8 +793,13 @@ final class CurlTaskDriver: @unchecked Sendable {
 
     private func deliverCompletion(_ error: Error?) {
         observed.write { $0.completionDelivered = true }
-        guard let task else { return }
-        environment.sink.task(task, in: environment.session, didCompleteWithError: error)
+        environment.sink.task(self, in: environment.session, didCompleteWithError: error)
+        // From now on the task object lives as long as someone keeps it (the caller, a monitor, the request).
+        let released = observed.write { observed -> URLSessionTask? in
+            defer { observed.heldTask = nil }
+            return observed.heldTask
+        }
+        _ = released  // released outside the lock: its deinit may take Foundation's
     }
 
     // MARK: - Helpers
@@ -804,4 +836,11 @@ final class CurlTaskDriver: @unchecked Sendable {
                 "NSErrorFailingURLStringKey": url?.absoluteString as Any,
             ])
     }
+}
+
+extension CurlTaskDriver: TaskReference {
+    var registryKey: ObjectIdentifier { ObjectIdentifier(self) }
+    var originalURL: URL? { originalRequest.url }
+    var isTransportDriven: Bool { true }
+    var isDownload: Bool { kind == .download }
 }

@@ -88,15 +88,17 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     // Its tasks keep URLSession's `resume()`/`suspend()` promises themselves, in every state (a loading task holds its
     // transfer in libcurl), and report each change, with its notification, through the event sink.
 
-    func resume(_ task: URLSessionTask, announces: Bool) {
-        task.asTransportDriven?.transportResume()
+    func resume(_ task: any TaskReference, announces: Bool) {
+        if let driver = task as? CurlTaskDriver { return driver.resume() }
+        task.task.asTransportDriven?.transportResume()
     }
 
-    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool {
-        task.asTransportDriven?.transportSuspend() ?? false
+    func suspend(_ task: any TaskReference, announces: Bool) -> Bool {
+        if let driver = task as? CurlTaskDriver { return driver.suspend() }
+        return task.task.asTransportDriven?.transportSuspend() ?? false
     }
 
-    func cancel(_ task: URLSessionTask) {
+    func cancel(_ task: any TaskReference) {
         task.cancel()
     }
 
@@ -104,8 +106,12 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     var sessionCancelsTasks: Bool { false }
 
-    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
-        task.asTransportDriven?.transportSetClientIdentity(identity)
+    func setClientIdentity(_ identity: ClientIdentity?, for task: any TaskReference, running: Bool) {
+        if let driver = task as? CurlTaskDriver {
+            _ = driver.clientIdentity.set(identity)
+            return
+        }
+        task.task.asTransportDriven?.transportSetClientIdentity(identity)
     }
 
     func makeTask(
@@ -132,8 +138,15 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             return identifier
         }
         let isUpload = source.isUpload
+        let kind: CurlTaskDriver.Kind
+        switch source {
+        case .data: kind = .data
+        case .uploadData, .uploadFile, .uploadStream: kind = .upload
+        case .download: kind = .download
+        case .refused: return nil
+        }
         let driver = CurlTaskDriver(
-            taskIdentifier: identifier, request: request, bodyFile: bodyFile, isUpload: isUpload,
+            taskIdentifier: identifier, request: request, kind: kind, bodyFile: bodyFile, isUpload: isUpload,
             expectedToSend: uploadLength ?? 0,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
@@ -141,22 +154,16 @@ final class CurlTaskTransport: TaskTransport, Sendable {
                 delegateQueue: delegateQueue, connectionEvents: options.connectionEvents,
                 connection: options.connection, clientIdentity: options.clientIdentity,
                 intercepted: options.intercepted))
-        let task: URLSessionTask
-        switch source {
-        case .data: task = CurlDataTask(driver: driver)
-        case .uploadData, .uploadFile, .uploadStream: task = CurlUploadTask(driver: driver)
-        case .download: task = CurlDownloadTask(driver: driver)
-        case .refused: return nil
-        }
         // libcurl has no download machinery: the body is written to a file of the transport's own.
         var downloadSink: FileBodySink?
         if source.isDownload {
             let file = options.resumedDownload.map { BodyFile(resuming: $0.partialFile, length: $0.length) }
             downloadSink = FileBodySink(
-                file: file ?? BodyFile(), task: task, managerDestination: options.downloadDestinationOverride)
+                file: file ?? BodyFile(), task: driver.task, managerDestination: options.downloadDestinationOverride)
         }
+        // The driver stands for its task: the `URLSessionTask` is made when someone asks (``CurlTaskDriver/task``).
         return TransportTask(
-            task: task, flowControl: driver.flowControl, downloadSink: downloadSink,
+            reference: driver, flowControl: driver.flowControl, downloadSink: downloadSink,
             adoptProgress: { upload, download in driver.progressSource = isUpload ? upload : download })
     }
 

@@ -53,7 +53,8 @@ struct FoundationTaskTransport: TaskTransport {
     ///
     /// Guarded against a crash of URLSession on Linux: a task resumed while it runs restarts its transfer (and then
     /// stops the process when both end), so resuming a running task does nothing.
-    func resume(_ task: URLSessionTask, announces: Bool) {
+    func resume(_ task: any TaskReference, announces: Bool) {
+        let task = task.task
         guard task.state == .suspended else { return }
         task.resume()
         if announces { NotificationCenter.default.post(name: .sessionKitTaskDidResume, object: task) }
@@ -67,7 +68,8 @@ struct FoundationTaskTransport: TaskTransport {
     /// later, on URLSession's internal work queue; if a `resume()` lands before that stop has run, URLSession stops the
     /// process (`NativeProtocol.swift`). When the stop runs cannot be observed from outside, so a loading task is not
     /// suspended at all. A task that has not started yet can be suspended and resumed freely.
-    func suspend(_ task: URLSessionTask, announces: Bool) -> Bool {
+    func suspend(_ task: any TaskReference, announces: Bool) -> Bool {
+        let task = task.task
         guard task.state == .suspended else { return false }
         task.suspend()
         if announces { NotificationCenter.default.post(name: .sessionKitTaskDidSuspend, object: task) }
@@ -110,7 +112,7 @@ struct FoundationTaskTransport: TaskTransport {
     /// would hold that queue) and sends no request trailers.
     var streamsRequestBodies: Bool { false }
 
-    func cancel(_ task: URLSessionTask) {
+    func cancel(_ task: any TaskReference) {
         task.cancel()
     }
 
@@ -121,9 +123,9 @@ struct FoundationTaskTransport: TaskTransport {
 
     /// URLSession on Linux has no mutual TLS: a running task given an identity ends now, with
     /// ``clientIdentityUnsupported``, rather than go without it.
-    func setClientIdentity(_ identity: ClientIdentity?, for task: URLSessionTask, running: Bool) {
+    func setClientIdentity(_ identity: ClientIdentity?, for task: any TaskReference, running: Bool) {
         guard identity != nil, running else { return }
-        sessionDelegate.cancel(task, meaning: .clientIdentityUnsupported)
+        sessionDelegate.cancel(task.task, meaning: .clientIdentityUnsupported)
     }
 
     /// URLSession starts its tasks on `resume()` and ends them itself: no adapter can run first, no attempt again.
@@ -154,6 +156,6 @@ struct FoundationTaskTransport: TaskTransport {
             return nil
         }
         deadlines?.watch(task)
-        return TransportTask(task: task, flowControl: nil, downloadSink: nil, adoptProgress: { _, _ in })
+        return TransportTask(reference: task, flowControl: nil, downloadSink: nil, adoptProgress: { _, _ in })
     }
 }

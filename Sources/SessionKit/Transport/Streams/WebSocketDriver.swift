@@ -477,29 +477,30 @@ final class WebSocketDriver: @unchecked Sendable {
 /// The sink of the stream under a WebSocket task: the WebSocket task reports to the manager itself, and its stream
 /// is no task of the manager's, so its events go nowhere.
 final class WebSocketStreamSink: TaskEventSink {
-    func taskDidChangeSuspension(_ task: URLSessionTask, in session: URLSession, resumed: Bool) {}
+    func taskDidChangeSuspension(_ task: any TaskReference, in session: URLSession, resumed: Bool) {}
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive response: ReceivedResponse
+        _ task: any TaskReference, in session: URLSession, didReceive response: ReceivedResponse
     ) -> URLSession.ResponseDisposition { .allow }
-    func task(_ task: URLSessionTask, in session: URLSession, didReceive data: Data) {}
+    func task(_ task: any TaskReference, in session: URLSession, didReceive data: Data) {}
     func task(
-        _ task: URLSessionTask, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
+        _ task: any TaskReference, in session: URLSession, didSendBodyData bytesSent: Int64, totalBytesSent: Int64,
         totalBytesExpectedToSend: Int64
     ) {}
     func task(
-        _ task: URLSessionTask, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
+        _ task: any TaskReference, in session: URLSession, willPerformHTTPRedirection response: HTTPURLResponse,
         newRequest request: URLRequest
     ) -> URLRequest? { nil }
     func task(
-        _ task: URLSessionTask, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
+        _ task: any TaskReference, in session: URLSession, didReceive challenge: URLAuthenticationChallenge
     ) -> ChallengeAction { .cancel }
     func task(
-        _ task: URLSessionTask, in session: URLSession, willCache proposed: CachedURLResponse
+        _ task: any TaskReference, in session: URLSession, willCache proposed: CachedURLResponse
     ) -> CachedURLResponse? { nil }
-    func task(_ task: URLSessionTask, in session: URLSession, didReceiveTrailers trailers: [(String, String)]) {}
-    func task(_ task: URLSessionTask, in session: URLSession, didFinishCollecting timings: TransferTimings) {}
+    func task(_ task: any TaskReference, in session: URLSession, didReceiveTrailers trailers: [(String, String)]) {}
+    func task(_ task: any TaskReference, in session: URLSession, didFinishCollecting timings: TransferTimings) {}
     func task(
-        _ task: URLSessionTask, in session: URLSession, producingResumeData handler: @escaping @Sendable (Data?) -> Void
+        _ task: any TaskReference, in session: URLSession,
+        producingResumeData handler: @escaping @Sendable (Data?) -> Void
     ) -> Bool { false }
     func streamTaskReadClosed(_ task: URLSessionStreamTask, in session: URLSession) {}
     func streamTaskWriteClosed(_ task: URLSessionStreamTask, in session: URLSession) {}
@@ -510,7 +511,7 @@ final class WebSocketStreamSink: TaskEventSink {
         _ task: SessionWebSocketTask, in session: URLSession, didCloseWith code: URLSessionWebSocketTask.CloseCode,
         reason: Data?
     ) {}
-    func task(_ task: URLSessionTask, in session: URLSession, didCompleteWithError error: Error?) {}
+    func task(_ task: any TaskReference, in session: URLSession, didCompleteWithError error: Error?) {}
     // URLSession's own events: a stream of SessionKit's never has them.
     func sessionDidBecomeInvalid(_ session: URLSession, error: Error?) {}
     func session(
