@@ -29,9 +29,11 @@ final class CurlTaskDriver: @unchecked Sendable {
         let sink: TaskEventSink
         /// The session the manager's closures receive.
         let session: URLSession
-        /// The serial queue under the manager's delegate `OperationQueue`: every event and decision runs there, in
-        /// a block of its own (an `Operation` per drain cost about 35k instructions per request).
-        let delegateQueue: DispatchQueue
+        /// The way to the serial queue under the manager's delegate `OperationQueue`: every event and decision runs
+        /// there, in a block of its own (an `Operation` per drain cost about 35k instructions per request).
+        let hop: DelegateQueueHop
+        /// The manager's delegate queue.
+        var delegateQueue: DispatchQueue { hop.queue }
         /// Where the task's transfers report their connections, when the manager has metrics.
         var connectionEvents: (any ConnectionEvents)? = nil
         /// Resolved addresses, local address, response-head timeout.
@@ -357,7 +359,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         if let plan = cache?.start(request, credential: wireCredential, mayReadStore: onDelegateQueue) {
             switch plan {
             case .readStoreFirst:
-                return environment.delegateQueue.async { self.start(asked, onDelegateQueue: true) }
+                return environment.hop.async(.start(self, asked))
             case .serve(let entry):
                 observed.write { $0.currentRequest = current(request) }
                 return serveStored(entry)
@@ -542,10 +544,16 @@ final class CurlTaskDriver: @unchecked Sendable {
             observed.drainScheduled = true
             return true
         }
-        if schedule { environment.delegateQueue.async { self.drain() } }
+        if schedule { environment.hop.async(.drain(self)) }
     }
 
-    private func drain() {
+    /// Starts the task's first transfer on the delegate queue (the HTTP cache reads its store there first).
+    func startOnDelegateQueue(_ request: URLRequest) {
+        start(request, onDelegateQueue: true)
+    }
+
+    /// Hands the events the engine queued to the manager, in order (delegate queue, through ``DelegateQueueHop``).
+    func drain() {
         // Checked in release builds too: the events' confinement is what every decision below relies on, and the
         // check is one read of the current queue.
         dispatchPrecondition(condition: .onQueue(environment.delegateQueue))

@@ -12,6 +12,8 @@ final class CurlTaskTransport: TaskTransport, Sendable {
 
     private let settings: CurlSessionSettings
     private let delegateQueue: DispatchQueue
+    /// How its tasks reach the delegate queue from the engine thread and callers' threads.
+    private let hop: DelegateQueueHop
     /// The last identifier given to a task of this manager.
     private let identifiers = Protected(0)
 
@@ -19,6 +21,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     init(settings: CurlSessionSettings, delegateQueue: DispatchQueue) {
         self.settings = settings
         self.delegateQueue = delegateQueue
+        hop = DelegateQueueHop(to: delegateQueue)
     }
 
     func refusal(for request: URLRequest, policy: SecurityPolicy) -> NSError? {
@@ -151,7 +154,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions,
                 decodingLimits: options.decodingLimits, settings: settings, sink: sink, session: session,
-                delegateQueue: delegateQueue, connectionEvents: options.connectionEvents,
+                hop: hop, connectionEvents: options.connectionEvents,
                 connection: options.connection, clientIdentity: options.clientIdentity,
                 intercepted: options.intercepted))
         // libcurl has no download machinery: the body is written to a file of the transport's own.
