@@ -78,10 +78,19 @@ final class CurlTaskDriver: @unchecked Sendable {
         var fileStream: InputStream?
         /// The caller's body stream a transfer's pump read (``InputStreamPump``): never given to a second one.
         var pumpedStream: InputStream?
-        /// The task object, once made (``task``): held until the task has completed, so that it stays the same
-        /// object while the task runs (it holds this driver), then only by whoever kept it.
+        /// The task object, once made (``task``): held from the task's first resume until it has completed, so that
+        /// it stays the same object while the task runs (it holds this driver), then only by whoever kept it. A task
+        /// never resumed is not held: dropped by everyone, it and this driver go.
         var heldTask: URLSessionTask?
         weak var madeTask: URLSessionTask?
+        /// Whether the task was ever resumed.
+        var wasResumed = false
+
+        /// Holds the task object while the task runs (see ``heldTask``).
+        mutating func holdTaskWhileRunning() {
+            guard wasResumed, !completionDelivered, heldTask == nil else { return }
+            heldTask = madeTask
+        }
     }
 
     /// Which `URLSessionTask` class the task object is: the manager's `dataTasks`, `uploadTasks` and `downloadTasks`
@@ -150,7 +159,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         return observed.write { observed in
             if let existing = observed.madeTask { return existing }
             observed.madeTask = made
-            if !observed.completionDelivered { observed.heldTask = made }
+            observed.holdTaskWhileRunning()
             return made
         }
     }
@@ -178,7 +187,11 @@ final class CurlTaskDriver: @unchecked Sendable {
     // MARK: - Control (any thread)
 
     func resume() {
-        let action = observed.write { $0.machine.resume() }
+        let action = observed.write { observed in
+            observed.wasResumed = true
+            observed.holdTaskWhileRunning()
+            return observed.machine.resume()
+        }
         switch action {
         case .startTransfer:
             notify(resumed: true)
