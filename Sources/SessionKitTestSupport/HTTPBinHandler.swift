@@ -159,6 +159,8 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
             redirect(context, request, to: request.query["url"] ?? "/get", status: status)
         case "goaway":
             goAway(context, request)
+        case "reset":
+            resetStream(context, request)
         case "response-headers":
             var headers = HTTPHeaders()
             for (name, value) in request.queryPairs { headers.add(name: name, value: value) }

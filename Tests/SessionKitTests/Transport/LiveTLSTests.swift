@@ -274,6 +274,25 @@ final class HTTP2Tests: XCTestCase {
         XCTAssertEqual(puts.first?.body, body)
     }
 
+    /// A stream the server resets before any response is a lost connection when the server gave it up (INTERNAL_ERROR,
+    /// CANCEL), as a connection closed before the response is over HTTP/1.1, and a malformed response when the reset
+    /// says the exchange broke HTTP/2 (PROTOCOL_ERROR, which libcurl also sends for a head that is not valid HTTP/2).
+    func testAStreamTheServerResetsIsALostConnectionUnlessTheResetSaysItWasMalformed() async throws {
+        let server = try await LoopbackServer.start(tls: TestCertificates.localhost, http2: true)
+        defer { Task { try? await server.shutdown() } }
+        let manager = try makeManager(server)
+        for code in [2, 8] {
+            let lost = await expectURLError(.networkConnectionLost) { _ = try await manager.get("/reset?code=\(code)") }
+            XCTAssertEqual(
+                lost?.localizedDescription.contains("reset the HTTP/2 stream"), true, "\(String(describing: lost))")
+        }
+        XCTAssertEqual(server.requests.last?.httpVersion, "HTTP/2.0")
+        XCTAssertEqual(server.requests.filter { $0.path == "/reset" }.count, 2, "each sent once")
+        _ = await expectURLError(.badServerResponse) { _ = try await manager.get("/reset?code=1") }
+        let after = try await manager.get("/get")
+        XCTAssertEqual(after.statusCode, 200, "the connection serves the next request")
+    }
+
     /// A request cut short over HTTP/2 ends on the wire at once: libcurl 7.88 keeps the stream's RST_STREAM in the
     /// connection's output buffer until another transfer uses the connection, so the server would go on sending.
     /// The connection, used by no other stream, is closed.

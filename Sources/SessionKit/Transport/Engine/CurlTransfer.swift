@@ -989,6 +989,16 @@ final class CurlTransfer: @unchecked Sendable {
             // 1.3 its alert arrives after the handshake, when the request is read.
             return refused
         }
+        if code == CURLE_HTTP2_STREAM, let reset = Self.streamGivenUp(detail) {
+            // The server gave the stream up (it failed, was cancelled or shed load), as a connection closed mid-way:
+            // not a response that is malformed.
+            return URLError(
+                .networkConnectionLost,
+                userInfo: userInfo.merging([
+                    NSLocalizedDescriptionKey:
+                        "The server reset the HTTP/2 stream (\(reset)) before the response ended."
+                ]) { $1 })
+        }
         func badResponse() -> URLError {
             URLError(
                 .badServerResponse,
@@ -1030,5 +1040,19 @@ final class CurlTransfer: @unchecked Sendable {
         default: mapped = .unknown
         }
         return URLError(mapped, userInfo: userInfo)
+    }
+
+    /// The HTTP/2 error code of a stream's reset that gave the stream up rather than refused a malformed one, from
+    /// libcurl's detail: libcurl 7.88 reports every reset alike ("HTTP/2 stream 1 was not closed cleanly:
+    /// INTERNAL_ERROR (err 2)"), its own of a head that is not valid HTTP/2 (PROTOCOL_ERROR) included, which stays a
+    /// malformed response, as a flow-control, frame-size or compression error does. REFUSED_STREAM and
+    /// HTTP_1_1_REQUIRED never get here: libcurl sends the request again itself.
+    static func streamGivenUp(_ detail: String) -> String? {
+        guard let marker = detail.range(of: "not closed cleanly: ") else { return nil }
+        let name = detail[marker.upperBound...].prefix { $0 != " " }
+        let givenUp: Set<Substring> = [
+            "NO_ERROR", "INTERNAL_ERROR", "STREAM_CLOSED", "CANCEL", "CONNECT_ERROR", "ENHANCE_YOUR_CALM",
+        ]
+        return givenUp.contains(name) ? String(name) : nil
     }
 }
