@@ -104,10 +104,8 @@ final class TaskDelegate: @unchecked Sendable {
     }
 
     /// The task: its `URLSessionTask` when the caller holds one, else what the transport knows it by (the curl
-    /// transport's driver, whose `URLSessionTask` is made only if someone asks for ``task``).
+    /// transport's driver, whose `URLSessionTask` is made only if someone asks for it: ``TaskReference/task``).
     let reference: any TaskReference
-    /// The task as URLSession's API hands it out (made now if it had none).
-    var task: URLSessionTask { reference.task }
     /// The progress of sending the request body.
     var uploadProgress: Progress { progress.upload }
     /// The progress of receiving the response body.
@@ -456,7 +454,7 @@ final class TaskDelegate: @unchecked Sendable {
     /// posts `sessionKitDownloadTaskDidMoveFileSuccessfully` or `sessionKitDownloadTaskDidFailToMoveFile`, on the
     /// delegate queue, as AFNetworking does.
     func didFinishDownloading(to location: URL, override: URL?) {
-        let moved = destination.move(location, of: task, override: override)
+        let moved = destination.move(location, of: reference.task, override: override)
         _ = state.write { $0.lifecycle.didFinishDownloading(fileURL: moved.fileURL, moveError: moved.error) }
     }
 

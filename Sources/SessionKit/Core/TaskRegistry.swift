@@ -68,8 +68,7 @@ final class TaskRegistry: Sendable {
 
     /// The tasks still registered, oldest first (a curl task's `URLSessionTask` made now if it had none).
     var tasks: [URLSessionTask] {
-        (delegates.read { $0.values.map(\.reference) }.map(\.task) + streams.read { Array($0.values) })
-            .sorted { $0.taskIdentifier < $1.taskIdentifier }
+        references.map(\.task).sorted { $0.taskIdentifier < $1.taskIdentifier }
     }
 
     /// What the registered tasks are known by, without making any `URLSessionTask`: for cancelling them all.

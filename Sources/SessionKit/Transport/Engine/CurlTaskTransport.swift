@@ -11,8 +11,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     // Sendable, checked by the compiler: `identifiers` is a `Protected` box; the rest is immutable after `init`.
 
     private let settings: CurlSessionSettings
-    private let delegateQueue: DispatchQueue
-    /// How its tasks reach the delegate queue from the engine thread and callers' threads.
+    /// How its tasks reach the delegate queue from the engine thread and callers' threads (and the queue itself).
     private let hop: DelegateQueueHop
     /// The last identifier given to a task of this manager.
     private let identifiers = Protected(0)
@@ -20,7 +19,6 @@ final class CurlTaskTransport: TaskTransport, Sendable {
     /// A transport for one manager: its configuration, read once, and the serial queue under its delegate queue.
     init(settings: CurlSessionSettings, delegateQueue: DispatchQueue) {
         self.settings = settings
-        self.delegateQueue = delegateQueue
         hop = DelegateQueueHop(to: delegateQueue)
     }
 
@@ -183,7 +181,7 @@ final class CurlTaskTransport: TaskTransport, Sendable {
             taskIdentifier: identifier, host: host, port: port,
             environment: .init(
                 policy: options.policy, tlsVersions: options.tlsVersions, connectTimeout: settings.idleTimeout,
-                sink: sink, session: session, delegateQueue: delegateQueue, refusal: refusal,
+                sink: sink, session: session, delegateQueue: hop.queue, refusal: refusal,
                 proxies: settings.proxies, connection: options.connection, clientIdentity: options.clientIdentity))
         return SessionStreamTask(driver: driver)
     }
