@@ -73,8 +73,12 @@ public final class RawFaultServer: @unchecked Sendable {
         self.log = log
     }
 
-    /// Starts a server whose `script` decides what each request gets.
-    public static func start(script: @escaping @Sendable (ReceivedRequest) -> Action) async throws -> RawFaultServer {
+    /// Starts a server whose `script` decides what each request gets. With `closesBeforeBody`, a connection is
+    /// closed as soon as a request's head has arrived while its body has not all arrived yet (a server that gives up
+    /// on an upload); the script never sees that request.
+    public static func start(
+        closesBeforeBody: Bool = false, script: @escaping @Sendable (ReceivedRequest) -> Action
+    ) async throws -> RawFaultServer {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let log = NIOLockedValueBox<[ReceivedRequest]>([])
         let counters = NIOLockedValueBox((connections: 0, requests: 0))
@@ -87,7 +91,7 @@ public final class RawFaultServer: @unchecked Sendable {
                     return counters.connections
                 }
                 let handler = RawFaultHandler(
-                    connection: connection, script: script,
+                    connection: connection, closesBeforeBody: closesBeforeBody, script: script,
                     record: { request in
                         log.withLockedValue { $0.append(request) }
                     },
@@ -143,12 +147,15 @@ private final class RawFaultHandler: ChannelInboundHandler {
     private var buffer = Data()
     private var requestsOnConnection = 0
     private var done = false
+    private let closesBeforeBody: Bool
 
     init(
-        connection: Int, script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action,
+        connection: Int, closesBeforeBody: Bool,
+        script: @escaping @Sendable (RawFaultServer.ReceivedRequest) -> RawFaultServer.Action,
         record: @escaping (RawFaultServer.ReceivedRequest) -> Void, nextIndex: @escaping () -> Int
     ) {
         self.connection = connection
+        self.closesBeforeBody = closesBeforeBody
         self.script = script
         self.record = record
         self.nextIndex = nextIndex
@@ -170,6 +177,10 @@ private final class RawFaultHandler: ChannelInboundHandler {
             requestsOnConnection += 1
             record(request)
             perform(script(request), context: context)
+        }
+        if closesBeforeBody, !done, Self.find([0x0D, 0x0A, 0x0D, 0x0A], in: [UInt8](buffer), from: 0) != nil {
+            done = true
+            context.close(promise: nil)
         }
     }
 

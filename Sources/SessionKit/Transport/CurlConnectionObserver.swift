@@ -86,29 +86,7 @@ final class CurlConnectionObserver: @unchecked Sendable {
     private static func socket(ofLocalPort port: Int32, in entries: inout [curl_socket_t: Entry]) -> curl_socket_t? {
         if let known = entries.first(where: { $0.value.localPort == port }) { return known.key }
         for (socket, entry) in entries where entry.localPort == nil {
-            var address = sockaddr_storage()
-            var length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let named = withUnsafeMutablePointer(to: &address) { pointer in
-                pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socket, $0, &length) }
-            }
-            guard named == 0 else { continue }
-            let local: Int32
-            switch Int32(address.ss_family) {
-            case AF_INET:
-                local = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                        Int32(UInt16(bigEndian: $0.pointee.sin_port))
-                    }
-                }
-            case AF_INET6:
-                local = withUnsafePointer(to: &address) {
-                    $0.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) {
-                        Int32(UInt16(bigEndian: $0.pointee.sin6_port))
-                    }
-                }
-            default:
-                continue
-            }
+            guard let local = ConnectionSocket.port(of: socket, peer: false).map(Int32.init) else { continue }
             guard local != 0 else { continue }  // not connected yet
             var learned = entry
             learned.localPort = local

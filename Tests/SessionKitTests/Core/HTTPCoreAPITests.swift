@@ -438,6 +438,44 @@ final class HTTPCoreAPITests: LoopbackTestCase {
         }
         XCTAssertNil(none, "no trailers: nil")
     }
+
+    /// A server that closes the connection while a streamed request body waits for its writer (libcurl has paused the
+    /// upload, and stops watching a connection whose reading side ended) ends the request with
+    /// `networkConnectionLost` then, sent once: not at the writer's next bytes, nor at the request's timeout (which
+    /// reads `timedOut`), for a writer that waits on something else first. Over HTTP/1.1, with and without a length.
+    func testAServerThatClosesWhileAStreamedBodyWaitsForItsWriterEndsTheRequest() async throws {
+        try XCTSkipIf(LoopbackTestCase.testTransport != .curl, "the Foundation transport collects the body first")
+        let raw = try await RawFaultServer.start(closesBeforeBody: true) { _ in .close }
+        defer { Task { try? await raw.shutdown() } }
+        let manager = makeManager(timeout: 20)
+        let upload = HTTPRequest(method: .post, scheme: "http", authority: "127.0.0.1:\(raw.port)", path: "/upload")
+        for length: Int64? in [nil, 100] {
+            let writerSawTheEnd = LockedBox<Error?>(nil)
+            let body = HTTPRequestBody.stream(length: length) { writer in
+                try await writer.write(Data("first".utf8))
+                // Waits for something the server does not give; the request's end is what stops it.
+                do {
+                    try await Task.sleep(nanoseconds: 60_000_000_000)
+                } catch {
+                    writerSawTheEnd.write { $0 = error }
+                    throw error
+                }
+                return nil
+            }
+            do {
+                try await manager.perform(upload, body: body) { _, body in
+                    for try await _ in body {}
+                }
+                XCTFail("a request whose connection closed before its head succeeded")
+            } catch {
+                XCTAssertEqual(
+                    (error as? URLError)?.code, .networkConnectionLost, "length \(String(describing: length)): \(error)"
+                )
+            }
+            XCTAssertTrue(writerSawTheEnd.wrappedValue is CancellationError, "the writer was stopped")
+        }
+        XCTAssertEqual(raw.requests.count, 0, "no request was read whole")
+    }
 }
 
 /// Counts the requests an event monitor saw finish.

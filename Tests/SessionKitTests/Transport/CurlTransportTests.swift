@@ -407,6 +407,34 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last { $0.path == "/post" }?.body, Data("hello".utf8))
     }
 
+    /// A server that closes the connection while a streamed upload waits for its stream's next bytes ends the task
+    /// with `networkConnectionLost` then, once: not at the stream's next bytes, nor at the request's timeout (which
+    /// reads `timedOut`). The task API's side of `HTTPCoreAPITests`' case for a writer. (A close the server makes with
+    /// the body's first bytes unread is a reset, which libcurl may read itself: the same error.)
+    func testAServerThatClosesWhileAStreamedUploadWaitsForItsStreamEndsTheTask() async throws {
+        let raw = try await RawFaultServer.start(closesBeforeBody: true) { _ in .close }
+        defer { Task { try? await raw.shutdown() } }
+        let manager = makeManager(timeout: 20, transport: .curl)
+        let stream = WaitingInputStream()
+        defer { stream.end() }  // the pump's read is never left waiting when the test ends
+        stream.feed(Data("first".utf8))
+        var request = URLRequest(url: raw.url("/upload"))
+        request.httpMethod = "POST"
+        request.httpBodyStream = stream
+        let completions = LockedBox(0)
+        let error: Error? = try await awaitCallback(timeout: 30) { done in
+            manager.resume(
+                manager.uploadTask(withStreamedRequest: request) { _, _, error in
+                    completions.write { $0 += 1 }
+                    done(error)
+                })
+        }
+        XCTAssertEqual((error as? URLError)?.code, .networkConnectionLost, "\(String(describing: error))")
+        try await Task.sleep(nanoseconds: 100_000_000)
+        XCTAssertEqual(completions.wrappedValue, 1, "one completion")
+        XCTAssertTrue(raw.requests.isEmpty, "no request was read whole")
+    }
+
     func testFileStreamAndMultipartUploadsWithExactLength() async throws {
         let manager = makeManager(transport: .curl)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-curl-up-\(UUID().uuidString)")

@@ -221,7 +221,25 @@ final class CurlEngine: @unchecked Sendable {
                 }
                 transfer.finish(code: code)
             }
-            for transfer in transfers.values { transfer.flushEvents() }
+            // A transfer whose server closed the connection while its upload waited for the body's writer ends now
+            // (see `CurlTransfer.connectionWatch()`); the socket of one still waiting joins the poll.
+            var watched: [curl_waitfd] = []
+            var closed: [CurlTransfer] = []
+            var recheck = false
+            for transfer in transfers.values {
+                transfer.flushEvents()
+                switch transfer.connectionWatch() {
+                case .none: break
+                case .watch(let fd): watched.append(curl_waitfd(fd: fd, events: Int16(CURL_WAIT_POLLIN), revents: 0))
+                case .recheck: recheck = true
+                case .closed: closed.append(transfer)
+                }
+            }
+            for transfer in closed {
+                transfers[transfer.easy] = nil
+                curl_multi_remove_handle(multi, transfer.easy)
+                transfer.finish(code: CURLE_SEND_ERROR)
+            }
             let (waits, timeout) = pumpStreams()
             if transfers.isEmpty && streams.isEmpty {
                 let now = Date()
@@ -232,6 +250,7 @@ final class CurlEngine: @unchecked Sendable {
                 idleSince = nil
             }
             var fds = waits
+            fds.append(contentsOf: watched)
             let idleTimeout: Int32 = transfers.isEmpty && streams.isEmpty ? 250 : 1000
             // A transfer that ended hands its connection slot (CURLMOPT_MAX_HOST_CONNECTIONS) to one that waited for
             // it. libcurl 7.88 marks that one to run at once with a timer, but `curl_multi_perform` drops the timers
@@ -241,7 +260,7 @@ final class CurlEngine: @unchecked Sendable {
             // Every `curl_multi_perform` runs every transfer, so after a pass in which one ended, the next one starts
             // at once, while any transfer is left to run (a lone request's end, the sequential caller's, costs no
             // pass more).
-            let wait = ended && !transfers.isEmpty ? 0 : min(idleTimeout, timeout)
+            let wait = (ended && !transfers.isEmpty) || recheck ? 0 : min(idleTimeout, timeout)
             curl_multi_poll(multi, &fds, UInt32(fds.count), wait, nil)
         }
         curl_multi_cleanup(multi)

@@ -457,6 +457,7 @@ final class CurlTransfer: @unchecked Sendable {
         // once the engine resumes the transfer.
         if transfer.flowControl?.shouldPause() == true {
             transfer.pausedWrites = true
+            transfer.receivePaused = true
             return Int(CURL_WRITEFUNC_PAUSE)
         }
         if transfer.crossesDecodingLimit(adding: length) { return 0 }  // ends the transfer
@@ -510,7 +511,9 @@ final class CurlTransfer: @unchecked Sendable {
                 _ = sk_curl_easy_setopt_long(transfer.easy, CURLOPT_FORBID_REUSE, 1)
                 return 0x1000_0000  // CURL_READFUNC_ABORT
             case .end: return 0
-            case .wouldBlock: return 0x1000_0001  // CURL_READFUNC_PAUSE: `onReadable` unpauses
+            case .wouldBlock:
+                transfer.uploadWaits = true
+                return 0x1000_0001  // CURL_READFUNC_PAUSE: `onReadable` unpauses
             case .failed:
                 transfer.bodyStreamFailed = true
                 return 0x1000_0000
@@ -633,6 +636,75 @@ final class CurlTransfer: @unchecked Sendable {
     func willResume() {
         EngineThread.check("Resuming a transfer")
         lastActivity = Date()
+        (uploadWaits, receivePaused) = (false, false)
+    }
+
+    /// Whether the upload is paused because the body's writer has given nothing more yet (engine thread).
+    private var uploadWaits = false
+    /// Whether the write callback paused the download, the reader being behind (engine thread).
+    private var receivePaused = false
+    /// The socket of the current request's connection, once looked for (the outer nil: not yet), and whether its end
+    /// was seen once already (engine thread; a new request, which may go on another connection, forgets both).
+    private var watchedSocket: Int32??
+    private var socketEndSeen = false
+    /// Set when the server closed the connection while the upload waited for the body's writer.
+    private var closedWhileUploadWaited = false
+
+    /// What the engine does about a transfer's connection between passes.
+    enum ConnectionWatch: Equatable {
+        /// Nothing: libcurl watches the connection.
+        case none
+        /// Poll this socket for reading too: the upload waits for its writer, and libcurl 7.88 watches an HTTP/1.1
+        /// connection for nothing else then once it read the connection's end.
+        case watch(Int32)
+        /// Run another pass at once: the connection ended, and libcurl gets one pass to read that end itself (a
+        /// response read to the connection's close ends well).
+        case recheck
+        /// The server closed the connection while the upload waited, and libcurl did not end the transfer: the engine
+        /// ends it.
+        case closed
+    }
+
+    /// Whether the server closed the connection of a transfer whose upload waits for its writer (engine thread).
+    ///
+    /// libcurl 7.88 stops reading an HTTP/1.1 connection once it read its end, and watches a paused upload for
+    /// nothing: the close would be found only at the writer's next bytes, or at the request's timeout. A look at the
+    /// socket (``ConnectionSocket``) tells an end from bytes still to read; while nothing waits to be read, the socket
+    /// joins the engine's poll, so that a close wakes it. Bytes libcurl has not read yet, or a download the reader
+    /// paused, are left to libcurl (a poll on them would wake at once, again and again). HTTP/2 is left to libcurl,
+    /// which reads its connection whatever its streams do.
+    func connectionWatch() -> ConnectionWatch {
+        EngineThread.check("CurlTransfer.connectionWatch")
+        guard uploadWaits, !receivePaused, unixSocket == nil else { return .none }
+        if isTLS, let ssl = sk_curl_easy_openssl_ssl(easy), sk_ssl_alpn_selected_h2(OpaquePointer(ssl)) != 0 {
+            return .none
+        }
+        if watchedSocket == nil {
+            func end(_ address: CURLINFO, _ port: CURLINFO) -> ConnectionSocket.End {
+                var (text, number): (UnsafeMutablePointer<CChar>?, Int) = (nil, 0)
+                _ = sk_curl_easy_getinfo_string(easy, address, &text)
+                _ = sk_curl_easy_getinfo_long(easy, port, &number)
+                return ConnectionSocket.End(address: text.map { String(cString: $0) } ?? "", port: number)
+            }
+            watchedSocket = .some(
+                ConnectionSocket.find(
+                    local: end(CURLINFO_LOCAL_IP, CURLINFO_LOCAL_PORT),
+                    peer: end(CURLINFO_PRIMARY_IP, CURLINFO_PRIMARY_PORT)))
+        }
+        guard case let socket?? = watchedSocket else { return .none }
+        switch ConnectionSocket.state(of: socket) {
+        case .quiet: return .watch(socket)
+        case .readable, .unknown: return .none
+        case .ended:
+            guard socketEndSeen else {
+                socketEndSeen = true
+                return .recheck
+            }
+            closedWhileUploadWaited = true
+            // Never offered to another request, whatever libcurl made of it.
+            _ = sk_curl_easy_setopt_long(easy, CURLOPT_FORBID_REUSE, 1)
+            return .closed
+        }
     }
 
     /// Runs once the connection is ready and before any request byte: refuse unless the policy passed, and refuse
@@ -643,6 +715,7 @@ final class CurlTransfer: @unchecked Sendable {
         EngineThread.check("A libcurl callback of a transfer")
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
         transfer.connectionObserver?.requestStarted(localPort: localPort)
+        if transfer.watchedSocket != nil { (transfer.watchedSocket, transfer.socketEndSeen) = (nil, false) }
         if transfer.responseHeadTimeout != nil { (transfer.headClock, transfer.headStarted) = (Date(), false) }
         // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
         // libcurl sending the request again because a reused connection failed before any response byte: for a POST
@@ -890,6 +963,13 @@ final class CurlTransfer: @unchecked Sendable {
         ]
         if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
         if pipeRefused { return RequestBodyPipe.notReplayableError(userInfo: userInfo) }
+        if closedWhileUploadWaited {
+            let reason =
+                "The server closed the connection while the request body was being sent (it waited for its writer)"
+                + (headStarted ? ", before the response ended." : ", before any response.")
+            return URLError(
+                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+        }
         if trailersRefused, let pipe = bodyPipe {
             return SessionKitError.trailersNotSent(unsentTrailersReason(pipe), url: url)
         }
