@@ -14,7 +14,7 @@ enum HTTPTypesBridge {
     ///   or they make no URL.
     static func urlRequest(from request: HTTPRequest) throws -> URLRequest {
         guard let scheme = request.scheme, let authority = request.authority,
-            let url = URL(string: "\(scheme)://\(authority)\(request.path ?? "/")")
+            let url = URL(string: urlString(scheme: scheme, authority: authority, path: request.path ?? "/"))
         else {
             throw URLError(
                 .badURL,
@@ -39,6 +39,17 @@ enum HTTPTypesBridge {
         }
         if !fields.isEmpty { urlRequest.allHTTPHeaderFields = fields }
         return urlRequest
+    }
+
+    /// `scheme://authority` + `path`, in one allocation (interpolation grows the string step by step).
+    private static func urlString(scheme: String, authority: String, path: String) -> String {
+        var string = ""
+        string.reserveCapacity(scheme.utf8.count + 3 + authority.utf8.count + path.utf8.count)
+        string += scheme
+        string += "://"
+        string += authority
+        string += path
+        return string
     }
 
     /// `response` as swift-http-types' response, read from its lines when it has them (no `HTTPURLResponse` is built

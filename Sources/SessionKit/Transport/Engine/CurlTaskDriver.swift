@@ -528,9 +528,9 @@ final class CurlTaskDriver: @unchecked Sendable {
             flowControl.resume = { [weak engine, weak transfer] in
                 if let engine, let transfer { engine.unpause(transfer) }
             }
-            transfer.wakeOnBody { [weak engine, weak transfer] in
+            transfer.wakeOnBody({ [weak engine, weak transfer] in
                 if let engine, let transfer { engine.unpause(transfer) }
-            }
+            })
             return engine.add(transfer)
         } ?? false
     }

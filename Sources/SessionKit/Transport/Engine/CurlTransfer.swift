@@ -305,25 +305,30 @@ final class CurlTransfer: @unchecked Sendable {
             }
         }
         var list: UnsafeMutablePointer<curl_slist>?
-        for (field, value) in request.allHTTPHeaderFields ?? [:]
-        where !field.equalsIgnoringASCIICase("Content-Length")
-            && !(bodyPipe != nil && field.equalsIgnoringASCIICase("Transfer-Encoding"))
-        {
-            // libcurl writes Content-Length itself. It reads `Name:` with nothing after it as "remove this field", and
-            // `Name;` as the field with an empty value.
+        // Whether the request sets the fields libcurl would add on its own (read in the same pass as the list).
+        var (setsExpect, setsAccept, setsContentType) = (false, false, false)
+        for (field, value) in request.allHTTPHeaderFields ?? [:] {
+            // libcurl writes Content-Length itself.
+            if field.equalsIgnoringASCIICase("Content-Length")
+                || (bodyPipe != nil && field.equalsIgnoringASCIICase("Transfer-Encoding"))
+            {
+                continue
+            }
+            setsExpect = setsExpect || field.equalsIgnoringASCIICase("Expect")
+            setsAccept = setsAccept || field.equalsIgnoringASCIICase("Accept")
+            setsContentType = setsContentType || field.equalsIgnoringASCIICase("Content-Type")
+            // libcurl reads `Name:` with nothing after it as "remove this field", and `Name;` as the field with an
+            // empty value.
             let empty = value.utf8.allSatisfy { $0 == 0x20 || $0 == 0x09 }
             list = curl_slist_append(list, empty ? "\(field);" : "\(field): \(value)")
         }
         // curl adds these on its own; an empty value removes them unless the request set them.
-        for field in ["Expect", "Accept"] where request.value(forHTTPHeaderField: field) == nil {
-            list = curl_slist_append(list, "\(field):")
-        }
+        if !setsExpect { list = curl_slist_append(list, "Expect:") }
+        if !setsAccept { list = curl_slist_append(list, "Accept:") }
         // libcurl gives every body without a Content-Type `application/x-www-form-urlencoded`; URLSession does so for a
         // data task's POST `httpBody` only (not for another method, an upload task's data or file, or a stream), and so
         // does this transport.
-        if sendsBody, !(method == "POST" && httpBody != nil && formTypeByDefault),
-            request.value(forHTTPHeaderField: "Content-Type") == nil
-        {
+        if sendsBody, !(method == "POST" && httpBody != nil && formTypeByDefault), !setsContentType {
             list = curl_slist_append(list, "Content-Type:")
         }
         headerList = list
@@ -415,9 +420,10 @@ final class CurlTransfer: @unchecked Sendable {
     /// handle must not carry (see ``CurlHandlePool``).
     private var pausedWrites = false
 
-    /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine).
-    func wakeOnBody(_ wake: @escaping @Sendable () -> Void) {
-        bodyPipe?.onReadable = wake
+    /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine);
+    /// `wake` is made only for a transfer whose body is written as it is sent.
+    func wakeOnBody(_ wake: @autoclosure () -> @Sendable () -> Void) {
+        bodyPipe?.onReadable = wake()
     }
 
     // MARK: - libcurl callbacks (engine thread)
