@@ -721,6 +721,9 @@ final class CurlTransfer: @unchecked Sendable {
         EngineThread.check("A libcurl callback of a transfer")
         defer { (transfer.requestsStarted, transfer.lastStartAnswer) = (transfer.requestsStarted + 1, nil) }
         transfer.connectionObserver?.requestStarted(localPort: localPort)
+        // A new request (a resend, a redirect, an authentication round) may go on another connection, and has not
+        // waited for its body yet.
+        transfer.uploadWaits = false
         if transfer.watchedSocket != nil { (transfer.watchedSocket, transfer.socketEndSeen) = (nil, false) }
         if transfer.responseHeadTimeout != nil { (transfer.headClock, transfer.headStarted) = (Date(), false) }
         // libcurl's own answer to a complete 401/407 (Digest) is the next round, not a resend. Any other new start is
