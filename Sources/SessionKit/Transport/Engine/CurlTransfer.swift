@@ -663,8 +663,10 @@ final class CurlTransfer: @unchecked Sendable {
         /// Poll this socket for reading too: the upload waits for its writer, and libcurl 7.88 watches an HTTP/1.1
         /// connection for nothing else then once it read the connection's end.
         case watch(Int32)
-        /// Run another pass at once: the connection ended, and libcurl gets one pass to read that end itself (a
-        /// response read to the connection's close ends well).
+        /// Run another pass at once: the connection ended, and libcurl gets one pass to read that end itself and
+        /// end the transfer as it would (one whose upload it stopped after an error status ends with its response).
+        /// A transfer still waiting to send after that pass ends as a lost connection, even when its response had
+        /// come whole: as when a send meets the closed connection.
         case recheck
         /// The server closed the connection while the upload waited, and libcurl did not end the transfer: the engine
         /// ends it.
