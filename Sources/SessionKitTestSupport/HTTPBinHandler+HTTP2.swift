@@ -11,19 +11,13 @@ import NIOHTTP2
 ///   new stream on it, and that a stream above the last one was not processed. Over HTTP/1.1, a plain answer.
 extension HTTPBinHandler {
     func resetStream(_ context: ChannelHandlerContext, _ request: Request) {
-        guard request.head.version.major == 2, let connection = context.channel.parent,
-            let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
-        else {
-            return context.close(promise: nil)
-        }
+        guard let (connection, streamID) = http2Stream(context, request) else { return context.close(promise: nil) }
         let code = HTTP2ErrorCode(networkCode: Int(request.query["code"] ?? "") ?? 2)
         connection.writeAndFlush(HTTP2Frame(streamID: streamID, payload: .rstStream(code)), promise: nil)
     }
 
     func goAway(_ context: ChannelHandlerContext, _ request: Request) {
-        guard request.head.version.major == 2, let connection = context.channel.parent,
-            let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
-        else {
+        guard let (connection, streamID) = http2Stream(context, request) else {
             return respond(context, request, json: ["stream": NSNull()])
         }
         respond(context, request, json: ["stream": Int(streamID)])
@@ -32,5 +26,13 @@ extension HTTPBinHandler {
                 streamID: .rootStream, payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: nil))
             connection.writeAndFlush(frame, promise: nil)
         }
+    }
+
+    /// The HTTP/2 connection and stream `request` came on; nil over HTTP/1.1.
+    private func http2Stream(_ context: ChannelHandlerContext, _ request: Request) -> (Channel, HTTP2StreamID)? {
+        guard request.head.version.major == 2, let connection = context.channel.parent,
+            let streamID = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+        else { return nil }
+        return (connection, streamID)
     }
 }

@@ -86,8 +86,10 @@ final class CurlConnectionObserver: @unchecked Sendable {
     private static func socket(ofLocalPort port: Int32, in entries: inout [curl_socket_t: Entry]) -> curl_socket_t? {
         if let known = entries.first(where: { $0.value.localPort == port }) { return known.key }
         for (socket, entry) in entries where entry.localPort == nil {
-            guard let local = ConnectionSocket.port(of: socket, peer: false).map(Int32.init) else { continue }
-            guard local != 0 else { continue }  // not connected yet
+            // A socket not connected yet has port 0.
+            guard let local = ConnectionSocket.port(of: socket, peer: false).map(Int32.init), local != 0 else {
+                continue
+            }
             var learned = entry
             learned.localPort = local
             entries[socket] = learned

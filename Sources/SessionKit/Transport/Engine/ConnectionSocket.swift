@@ -42,8 +42,7 @@ enum ConnectionSocket {
             let name = withUnsafeBytes(of: entry.pointee.d_name) { bytes in
                 String(decoding: bytes.prefix { $0 != 0 }, as: UTF8.self)
             }
-            guard let descriptor = Int32(name), descriptor != listing,
-                port(of: descriptor, peer: false) == local.port, end(of: descriptor, peer: false) == local
+            guard let descriptor = Int32(name), descriptor != listing, end(of: descriptor, peer: false) == local
             else { continue }
             guard let remote = end(of: descriptor, peer: true) else {
                 if errno == ENOTCONN { reset.append(descriptor) }

@@ -525,12 +525,12 @@ final class CurlTaskDriver: @unchecked Sendable {
                 return true
             }
             guard stillRunning else { return true }  // cancelled meanwhile: its completion is on its way
-            flowControl.resume = { [weak engine, weak transfer] in
+            // One closure for both ways a paused transfer resumes: the reader caught up, or the body's writer wrote.
+            let unpause: @Sendable () -> Void = { [weak engine, weak transfer] in
                 if let engine, let transfer { engine.unpause(transfer) }
             }
-            transfer.wakeOnBody({ [weak engine, weak transfer] in
-                if let engine, let transfer { engine.unpause(transfer) }
-            })
+            flowControl.resume = unpause
+            transfer.wakeOnBody(unpause)
             return engine.add(transfer)
         } ?? false
     }

@@ -420,10 +420,9 @@ final class CurlTransfer: @unchecked Sendable {
     /// handle must not carry (see ``CurlHandlePool``).
     private var pausedWrites = false
 
-    /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine);
-    /// `wake` is made only for a transfer whose body is written as it is sent.
-    func wakeOnBody(_ wake: @autoclosure () -> @Sendable () -> Void) {
-        bodyPipe?.onReadable = wake()
+    /// Wakes the transfer when its body's writer gave bytes or its end (set once the transfer is on an engine).
+    func wakeOnBody(_ wake: @escaping @Sendable () -> Void) {
+        bodyPipe?.onReadable = wake
     }
 
     // MARK: - libcurl callbacks (engine thread)
@@ -972,14 +971,20 @@ final class CurlTransfer: @unchecked Sendable {
             NSURLErrorFailingURLErrorKey: url, failingURLStringErrorKey: url.absoluteString,
             NSLocalizedDescriptionKey: reason,
         ]
+        /// `code`, described by `description` instead of libcurl's words.
+        func described(_ code: URLError.Code, _ description: String) -> URLError {
+            URLError(code, userInfo: userInfo.merging([NSLocalizedDescriptionKey: description]) { $1 })
+        }
+        // libcurl's own detail of the failure, when it wrote one, and what it said at all.
+        let detail = String(cString: errorBuffer)
+        let libcurlSays = detail.isEmpty ? reason : detail
         if isTLS && handshake.evaluated && !handshake.accepted { return handshake.error(userInfo: userInfo) }
         if pipeRefused { return RequestBodyPipe.notReplayableError(userInfo: userInfo) }
         if closedWhileUploadWaited {
             let reason =
                 "The server closed the connection while the request body was being sent (it waited for its writer)"
                 + (headStarted ? ", before the response ended." : ", before any response.")
-            return URLError(
-                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+            return described(.networkConnectionLost, reason)
         }
         if trailersRefused, let pipe = bodyPipe {
             return SessionKitError.trailersNotSent(unsentTrailersReason(pipe), url: url)
@@ -992,7 +997,7 @@ final class CurlTransfer: @unchecked Sendable {
         }
         if bodyStreamFailed, let pipe = bodyPipe {
             let reason = pipe.failure.map { "The request body's writer failed: \($0)" } ?? "The request body failed."
-            return URLError(.cancelled, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+            return described(.cancelled, reason)
         }
         if bodyStreamEndedShort {
             return RequestBodyPipe.LengthMismatch(declared: uploadLength, written: bodyStreamSent).urlError(
@@ -1006,7 +1011,6 @@ final class CurlTransfer: @unchecked Sendable {
         if timedOut {
             return Self.timeout(.request, "The request timed out: no byte moved for \(idleTimeout) s.", userInfo)
         }
-        let curlDetail = String(cString: errorBuffer)
         if code == CURLE_OPERATION_TIMEDOUT {
             // libcurl's total limit is what was left of the resource timeout; its connect limit is the idle one.
             var elapsed = 0.0
@@ -1027,19 +1031,12 @@ final class CurlTransfer: @unchecked Sendable {
                 ? unixSocket.map { "Could not connect to the Unix socket \($0.socketPath)" }
                 : nil
         if let connectFailure {
-            return URLError(
-                .cannotConnectToHost,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey: "\(connectFailure): \(curlDetail.isEmpty ? reason : curlDetail)."
-                ]) { $1 })
+            return described(.cannotConnectToHost, "\(connectFailure): \(libcurlSays).")
         }
         if let crossed = decodingLimitCrossed {
-            return URLError(
+            return described(
                 .dataLengthExceedsMaximum,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The response body crossed \(crossed); the task was stopped and the partial body discarded."
-                ]) { $1 })
+                "The response body crossed \(crossed); the task was stopped and the partial body discarded.")
         }
         if resendRefused {
             let reason =
@@ -1048,8 +1045,7 @@ final class CurlTransfer: @unchecked Sendable {
                     + "not sent a third time."
                 : "The connection was lost after the request was sent, before any response; a \(method) is not sent "
                     + "again automatically (it may have reached the server). Retry it yourself if that is safe."
-            return URLError(
-                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+            return described(.networkConnectionLost, reason)
         }
         if code == CURLE_HTTP2, !headStarted, !mayResend, reusedConnection {
             // See `resendsOnNewConnection(after:)`: what an idempotent request is sent again after.
@@ -1057,24 +1053,19 @@ final class CurlTransfer: @unchecked Sendable {
                 "The HTTP/2 connection this request reused failed before any response (the server may have sent "
                 + "GOAWAY); a \(method) is not sent again automatically (it may have reached the server). Retry it "
                 + "yourself if that is safe."
-            return URLError(
-                .networkConnectionLost, userInfo: userInfo.merging([NSLocalizedDescriptionKey: reason]) { $1 })
+            return described(.networkConnectionLost, reason)
         }
         if let malformedHead {
             return malformed("The response is not HTTP: \(malformedHead).")
         }
         if headTooLarge {
-            return URLError(
+            return described(
                 .badServerResponse,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The response head is larger than \(Self.maximumHeadBytes) bytes or \(Self.maximumHeadFields) fields."
-                ]) { $1 })
+                "The response head is larger than \(Self.maximumHeadBytes) bytes or \(Self.maximumHeadFields) fields.")
         }
-        let detail = String(cString: errorBuffer)
         if isTLS, statusCode == 0,
             [CURLE_SSL_CONNECT_ERROR, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING].contains(code),
-            let refused = handshake.clientCertificateError(detail: detail.isEmpty ? reason : detail, userInfo: userInfo)
+            let refused = handshake.clientCertificateError(detail: libcurlSays, userInfo: userInfo)
         {
             // The server asked for a client certificate, then ended the connection before any response: over TLS
             // 1.3 its alert arrives after the handshake, when the request is read.
@@ -1083,20 +1074,11 @@ final class CurlTransfer: @unchecked Sendable {
         if code == CURLE_HTTP2_STREAM, let reset = Self.streamGivenUp(detail) {
             // The server gave the stream up (it failed, was cancelled or shed load), as a connection closed mid-way:
             // not a response that is malformed.
-            return URLError(
-                .networkConnectionLost,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The server reset the HTTP/2 stream (\(reset)) before the response ended."
-                ]) { $1 })
+            return described(
+                .networkConnectionLost, "The server reset the HTTP/2 stream (\(reset)) before the response ended.")
         }
         func badResponse() -> URLError {
-            URLError(
-                .badServerResponse,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The server's response is malformed: \(detail.isEmpty ? reason : detail)."
-                ]) { $1 })
+            described(.badServerResponse, "The server's response is malformed: \(libcurlSays).")
         }
         switch code {
         case CURLE_UNSUPPORTED_PROTOCOL, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING, CURLE_HTTP2,
@@ -1120,12 +1102,7 @@ final class CurlTransfer: @unchecked Sendable {
         case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION:
             // OpenSSL's reason (a protocol version or cipher the server alone offers, a DH group too small, an alert)
             // instead of libcurl's "SSL connect error".
-            return URLError(
-                .secureConnectionFailed,
-                userInfo: userInfo.merging([
-                    NSLocalizedDescriptionKey:
-                        "The TLS handshake failed: \(detail.isEmpty ? reason : detail)."
-                ]) { $1 })
+            return described(.secureConnectionFailed, "The TLS handshake failed: \(libcurlSays).")
         case CURLE_URL_MALFORMAT: mapped = .badURL
         case CURLE_SEND_FAIL_REWIND: mapped = .requestBodyStreamExhausted
         default: mapped = .unknown
