@@ -9,6 +9,21 @@ static inline CURLcode sk_curl_easy_setopt_long(CURL *handle, CURLoption option,
     return curl_easy_setopt(handle, option, value);
 }
 
+/// Limits a handle to HTTP and HTTPS, for its URL and every redirect, by the protocols' bits. The string options
+/// (`CURLOPT_PROTOCOLS_STR`, `CURLOPT_REDIR_PROTOCOLS_STR`) that replaced them in 7.85 compare each name of the list
+/// with every protocol libcurl knows, at every transfer: about 3k instructions a request against a few dozen.
+static inline CURLcode sk_curl_easy_allow_http_only(CURL *handle) {
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wdeprecated-declarations"
+    long http = CURLPROTO_HTTP | CURLPROTO_HTTPS;
+    CURLcode code = curl_easy_setopt(handle, CURLOPT_PROTOCOLS, http);
+    if (code == CURLE_OK) {
+        code = curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS, http);
+    }
+#pragma clang diagnostic pop
+    return code;
+}
+
 static inline CURLcode sk_curl_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value) {
     return curl_easy_setopt(handle, option, value);
 }

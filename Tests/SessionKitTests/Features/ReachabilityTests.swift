@@ -91,8 +91,11 @@ final class ReachabilityTests: XCTestCase {
         XCTAssertTrue(network.startListening { status in updates.write { $0.append(status) } })
         XCTAssertFalse(network.startListening { _ in }, "one listener at a time")
 
+        // The notification is posted after the listener ran: both are waited for.
         func waitFor(_ count: Int) async throws {
-            for _ in 0..<500 where updates.wrappedValue.count < count { try await Task.sleep(nanoseconds: 10_000_000) }
+            for _ in 0..<500 where updates.wrappedValue.count < count || notified.wrappedValue < count {
+                try await Task.sleep(nanoseconds: 10_000_000)
+            }
         }
         try await waitFor(1)
         try await inNamespace(["link", "set", "veth0", "up"])

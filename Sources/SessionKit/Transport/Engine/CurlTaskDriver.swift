@@ -195,7 +195,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         switch action {
         case .startTransfer:
             notify(resumed: true)
-            start(prepared(originalRequest), onDelegateQueue: false)
+            // Its URL was checked when the task was made (`TaskTransport.refusal(for:connection:)`).
+            start(prepared(originalRequest), onDelegateQueue: false, urlChecked: true)
         case .adaptRequest:
             notify(resumed: true)
             adaptThenStart(onDelegateQueue: false)
@@ -331,13 +332,14 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// Runs `request` (the first one, or the next of a redirect or challenge) on the engine of the task's policy.
     ///
     /// `onDelegateQueue`: whether this runs on the delegate queue; the first transfer starts on the caller's thread,
-    /// and moves there when the cache must read its `URLCache` (which may read its disk).
-    private func start(_ request: URLRequest, onDelegateQueue: Bool) {
+    /// and moves there when the cache must read its `URLCache` (which may read its disk). `urlChecked`: whether
+    /// `request`'s URL is one ``CurlTaskTransport/refusal(for:)`` passed already (the task's original request).
+    private func start(_ request: URLRequest, onDelegateQueue: Bool, urlChecked: Bool = false) {
         // `cache` is the delegate queue's, but for the first start (before any transfer or event exists).
         if onDelegateQueue { dispatchPrecondition(condition: .onQueue(environment.delegateQueue)) }
         // Every request of the task, not only its first: a redirect's (`Location: http:///x`), an adapter's, the
         // manager's redirect closure's.
-        if let refusal = CurlTaskTransport.refusal(for: request.url) { return fail(refusal) }
+        if !urlChecked, let refusal = CurlTaskTransport.refusal(for: request.url) { return fail(refusal) }
         let settings = environment.settings
         let plan = observed.write {
             $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())
@@ -718,11 +720,12 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     private func storeCookies(_ lines: [(String, String)], for url: URL) {
+        // Most responses set none: the request (behind the lock) is read only for those that do.
+        let values = lines.compactMap { $0.0.equalsIgnoringASCIICase("Set-Cookie") ? $0.1 : nil }
+        guard !values.isEmpty, let jar = environment.settings.cookies else { return }
         let request = observed.read { $0.currentRequest }
-        guard request.httpShouldHandleCookies, let jar = environment.settings.cookies else { return }
-        jar.store(
-            lines.compactMap { $0.0.equalsIgnoringASCIICase("Set-Cookie") ? $0.1 : nil }, from: url,
-            mainDocumentURL: request.mainDocumentURL)
+        guard request.httpShouldHandleCookies else { return }
+        jar.store(values, from: url, mainDocumentURL: request.mainDocumentURL)
     }
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.

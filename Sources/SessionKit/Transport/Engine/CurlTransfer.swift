@@ -251,8 +251,7 @@ final class CurlTransfer: @unchecked Sendable {
         _ = sk_curl_easy_setopt_string(easy, CURLOPT_URL, unixSocket?.curlURL ?? url.absoluteString)
         // HTTP only, whatever the URL or a redirect names (the transport refuses other schemes before this; libcurl
         // would otherwise read files, or speak gopher or dict to any host).
-        _ = sk_curl_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
-        _ = sk_curl_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
+        _ = sk_curl_easy_allow_http_only(easy)
         _ = sk_curl_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
         // No TLS session is kept in the handle, for the origin or a proxy: each handshake is checked by the policy,
         // and a kept handle (``CurlHandlePool``) starts with nothing from its last transfer.
