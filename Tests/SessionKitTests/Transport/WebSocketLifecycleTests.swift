@@ -194,7 +194,33 @@ final class WebSocketLifecycleTests: XCTestCase {
     func testPingsAreAnsweredWithTheirPayload() {
         var lifecycle = open()
         let actions = lifecycle.received(frame(0x9, Array("abc".utf8)), atEOF: false, error: nil)
-        XCTAssertEqual(actions.first, .write(WebSocketFrame(opcode: .pong, payload: Data("abc".utf8)), .control))
+        XCTAssertEqual(
+            actions.first, .write(WebSocketFrame(opcode: .pong, payload: Data("abc".utf8)), .pong(bytes: 9)))
+    }
+
+    func testReadingPausesWhileUnsentPongsPileUp() {
+        var lifecycle = open()
+        // A peer that pings and never reads: each ping read asks for a pong, whose write never completes.
+        let pings = Data((0..<100).flatMap { _ in frame(0x9, Array(repeating: 0x70, count: 125)) })
+        var pongs: [Int] = []
+        var reads = 0
+        for _ in 0..<100 {
+            let actions = lifecycle.received(pings, atEOF: false, error: nil)
+            for case .write(_, .pong(let bytes)) in actions { pongs.append(bytes) }
+            guard actions.contains(.read(timeout: 0)) else { break }
+            reads += 1
+        }
+        XCTAssertLessThan(reads, 100, "reading stops while pongs wait to be sent")
+        let unsent = pongs.reduce(0, +)
+        XCTAssertGreaterThanOrEqual(unsent, WebSocketLifecycle.pongBacklogLimit)
+        XCTAssertLessThan(unsent, WebSocketLifecycle.pongBacklogLimit + 100 * 131, "one read's pongs past the limit")
+        // As the pongs are sent, reading resumes once the backlog is under the limit.
+        var resumed = false
+        for bytes in pongs where !resumed {
+            resumed = lifecycle.written(.pong(bytes: bytes), error: nil).contains(.read(timeout: 0))
+        }
+        XCTAssertTrue(resumed, "a sent pong resumes reading")
+        XCTAssertEqual(lifecycle.phase, .open)
     }
 
     func testAPongAnswersItsPingAndEveryEarlierOne() {

@@ -88,6 +88,12 @@ final class WebSocketProtocolTests: XCTestCase {
         XCTAssertEqual(failure(of: frame(0x2, [UInt8](repeating: 0, count: 200)), limit: 100), 1009)
     }
 
+    func testControlFramesPassUnderAnyMessageLimit() {
+        XCTAssertNil(failure(of: frame(0x8, [0x03, 0xE8]), limit: 1), "a close frame with its code")
+        XCTAssertNil(failure(of: frame(0x9, Array("hello".utf8)), limit: 1), "a ping")
+        XCTAssertEqual(failure(of: frame(0x2, [1, 2]), limit: 1), 1009, "a message over the limit")
+    }
+
     func testParserStaysFailedAndDropsItsBuffer() {
         var parser = WebSocketFrameParser(maximumPayloadLength: 100)
         parser.append(frame(0x1, [], mask: [1, 2, 3, 4]) + frame(0x1, Array("after".utf8)))
@@ -265,6 +271,8 @@ final class WebSocketProtocolTests: XCTestCase {
             ("status 200", ["HTTP/1.1 200 OK"] + good.dropFirst(), []),
             ("no Upgrade", good.filter { !$0.hasPrefix("Upgrade") }, []),
             ("Upgrade: h2c", good.map { $0.hasPrefix("Upgrade") ? "Upgrade: h2c" : $0 }, []),
+            ("Upgrade: h2c, websocket", good.map { $0.hasPrefix("Upgrade") ? "Upgrade: h2c, websocket" : $0 }, []),
+            ("a second Upgrade", good + ["Upgrade: h2c"], []),
             ("no Connection", good.filter { !$0.hasPrefix("Connection") }, []),
             // Unicode's lowercasing makes KELVIN SIGN `k`; NO-BREAK SPACE is not HTTP's whitespace.
             ("Upgrade: WEBSOC\u{212A}ET", good.map { $0.hasPrefix("Upgrade") ? "Upgrade: WEBSOC\u{212A}ET" : $0 }, []),

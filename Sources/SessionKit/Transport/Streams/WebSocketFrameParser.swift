@@ -91,7 +91,8 @@ struct WebSocketFrameParser: Sendable {
             length = Int(wide)
             headerLength = 10
         }
-        guard length <= maximumPayloadLength else {
+        // The limit is the messages': a control frame (125 bytes at most, checked above) passes under any limit.
+        guard opcode.isControl || length <= maximumPayloadLength else {
             throw .tooBig("A frame of \(length) bytes is over the limit of \(maximumPayloadLength).")
         }
         guard available - headerLength >= length else { return nil }

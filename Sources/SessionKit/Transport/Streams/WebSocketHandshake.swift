@@ -168,7 +168,8 @@ struct WebSocketHandshake: Sendable {
             return .failure(
                 Self.error("The server answered the WebSocket upgrade with status \(status.code), not 101.", response))
         }
-        guard tokens("Upgrade").contains("websocket") else {
+        // RFC 6455 4.1: the value is `websocket` (in any case), and nothing else beside it.
+        guard tokens("Upgrade") == ["websocket"] else {
             return .failure(Self.error("The server's 101 has no `Upgrade: websocket`.", response))
         }
         guard tokens("Connection").contains("upgrade") else {

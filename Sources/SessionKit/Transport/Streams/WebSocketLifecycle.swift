@@ -31,7 +31,9 @@ struct WebSocketLifecycle {
         case handshake
         case message(id: Int)
         case ping(id: Int)
-        /// A pong or a close frame: nobody waits for it.
+        /// A pong of `bytes` bytes on the wire: nobody waits for it, but reading waits while too many are unsent.
+        case pong(bytes: Int)
+        /// A close frame: nobody waits for it.
         case control
     }
 
@@ -92,6 +94,9 @@ struct WebSocketLifecycle {
     /// Frames queued before the connection opened, sent once it does.
     private var queued: [(WebSocketFrame, WriteTag)] = []
     private var readInFlight = false
+    /// Bytes of pongs written to the stream and not sent yet: a peer that pings and never reads would otherwise
+    /// have us queue pongs without end.
+    private var pongBytesUnsent = 0
     private var closeSent = false
     /// Our compression context, when permessage-deflate was negotiated and allows a window zlib can compress with.
     private var deflater: RawDeflateStream?
@@ -126,6 +131,10 @@ struct WebSocketLifecycle {
     /// Reading pauses while this many bytes of whole messages wait for `receive`: memory stays bounded however fast
     /// the peer sends and however slowly the caller receives.
     private var inboxLimit: Int { max(maximumMessageSize, 64 * 1024) }
+
+    /// Reading pauses while this many bytes of pongs wait to be sent (RFC 6455 5.5.3 lets an endpoint answer only
+    /// the latest of several pings; here the peer's next pings wait in its own buffers until ours drain).
+    static let pongBacklogLimit = 64 * 1024
 
     // MARK: - Calls of the task
 
@@ -270,6 +279,11 @@ struct WebSocketLifecycle {
             guard let error, let index = pings.firstIndex(where: { $0.id == id }) else { return [] }
             pings.remove(at: index)
             return [.completePing(id: id, error)]
+        case .pong(let bytes):
+            pongBytesUnsent -= bytes
+            var actions: [Action] = []
+            readIfNeeded(into: &actions)
+            return actions
         case .control:
             return []
         }
@@ -360,7 +374,11 @@ struct WebSocketLifecycle {
             case .binary(let data):
                 actions += arrived(.data(data))
             case .ping(let payload):
-                if !closeSent { actions.append(.write(WebSocketFrame(opcode: .pong, payload: payload), .control)) }
+                guard !closeSent else { break }
+                // A client frame: 2 bytes of header and 4 of mask before a control payload (at most 125 bytes).
+                let bytes = 6 + payload.count
+                pongBytesUnsent += bytes
+                actions.append(.write(WebSocketFrame(opcode: .pong, payload: payload), .pong(bytes: bytes)))
             case .pong(let payload):
                 actions += ponged(payload)
             case .close(let code, let reason):
@@ -458,7 +476,7 @@ struct WebSocketLifecycle {
 
     private mutating func readIfNeeded(into actions: inout [Action]) {
         guard !readInFlight, phase == .handshaking || phase == .open || phase == .closing,
-            inboxBytes < inboxLimit
+            inboxBytes < inboxLimit, pongBytesUnsent < Self.pongBacklogLimit
         else { return }
         readInFlight = true
         actions.append(.read(timeout: phase == .handshaking ? handshakeTimeout : 0))
