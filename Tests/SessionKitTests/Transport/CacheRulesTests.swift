@@ -380,6 +380,77 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertEqual(conditional.value(forHTTPHeaderField: "If-None-Match"), "\"a\"")
         XCTAssertNil(entry(["Cache-Control": "max-age=5"]).conditionalRequest(for: URLRequest(url: url)))
     }
+
+    /// RFC 9111 4.3.4: a 304 freshens a stored response whose lifetime is heuristic (its new `Date` restarts it), so
+    /// the updated entry is written again; one with no lifetime at all changes nothing worth a write.
+    func testA304FreshensAHeuristicLifetime() throws {
+        let now = Date(timeIntervalSince1970: 1_700_000_000)
+        let stored = entry(
+            ["Date": HTTPDate.format(now), "Last-Modified": HTTPDate.format(now - 100), "ETag": "\"x\""],
+            receivedAt: now)
+        XCTAssertEqual(stored.freshnessLifetime, 10)
+        let later = now + 15
+        XCTAssertFalse(stored.isUsableWithoutValidation(under: CacheControl(), at: later))
+        let notModified = response(["Date": HTTPDate.format(later), "ETag": "\"x\""], status: 304)
+        let updated = try XCTUnwrap(stored.revalidated(by: notModified, requestTime: later, responseTime: later))
+        XCTAssertTrue(updated.differs(from: stored), "the renewed lifetime is worth storing")
+        XCTAssertTrue(updated.isUsableWithoutValidation(under: CacheControl(), at: later + 1))
+        let validatorOnly = entry(["ETag": "\"x\""], receivedAt: now)
+        let same = try XCTUnwrap(
+            validatorOnly.revalidated(
+                by: response(["ETag": "\"x\""], status: 304), requestTime: later, responseTime: later))
+        XCTAssertFalse(same.differs(from: validatorOnly), "nothing a later request would see changed")
+        let noCache = entry(
+            ["Date": HTTPDate.format(now), "Last-Modified": HTTPDate.format(now - 100), "Cache-Control": "no-cache"],
+            receivedAt: now)
+        let revalidatedNoCache = try XCTUnwrap(
+            noCache.revalidated(
+                by: response(["Date": HTTPDate.format(later)], status: 304), requestTime: later, responseTime: later))
+        XCTAssertFalse(revalidatedNoCache.differs(from: noCache), "no-cache: revalidated each time anyway")
+    }
+
+    /// RFC 9111 4.3.4: a strong validator in a 304 selects only a stored response with the same strong validator.
+    func testA304SelectsByItsValidator() {
+        func contradicts(_ stored: String?, _ new: String?) -> Bool {
+            entry(stored.map { ["ETag": $0] } ?? ["Last-Modified": "Sat, 04 Nov 2023 22:13:20 GMT"])
+                .isContradicted(by: response(new.map { ["ETag": $0] } ?? [:], status: 304))
+        }
+        XCTAssertFalse(contradicts("\"a\"", "\"a\""))
+        XCTAssertTrue(contradicts("\"a\"", "\"b\""))
+        XCTAssertFalse(contradicts("W/\"a\"", "W/\"a\""), "weak against weak")
+        XCTAssertFalse(contradicts("\"a\"", "W/\"a\""), "a weak tag matches weakly")
+        XCTAssertTrue(contradicts("W/\"a\"", "\"a\""), "a strong tag needs the same strong tag")
+        XCTAssertTrue(contradicts(nil, "\"a\""), "a strong tag, and none stored")
+        XCTAssertFalse(contradicts(nil, "W/\"a\""))
+        XCTAssertFalse(contradicts("\"a\"", nil), "a 304 without a tag is taken for the entry")
+    }
+
+    /// `must-understand` (RFC 9111 5.2.2.3): stored only for a status this cache implements, then despite `no-store`.
+    func testMustUnderstand() {
+        let get = URLRequest(url: url)
+        let understood = response(["Cache-Control": "max-age=3600, must-understand, no-store"])
+        XCTAssertNil(CacheEntry.refusalToStore(understood, for: get, authenticated: false))
+        XCTAssertTrue(
+            entry(["Cache-Control": "max-age=3600, must-understand, no-store"])
+                .isUsableWithoutValidation(under: CacheControl(), at: Date()))
+        XCTAssertNotNil(
+            CacheEntry.refusalToStore(
+                response(["Cache-Control": "max-age=3600, must-understand"], status: 599), for: get,
+                authenticated: false))
+        XCTAssertNotNil(
+            CacheEntry.refusalToStore(
+                response(["Cache-Control": "max-age=3600, must-understand"], status: 299), for: get,
+                authenticated: false))
+        let noStore = entry(["Cache-Control": "max-age=3600, no-store"])
+        XCTAssertFalse(
+            noStore.isUsableWithoutValidation(under: CacheControl(), at: Date()), "a no-store response is never used")
+    }
+
+    /// RFC 9110 5.6.4: a backslash in a quoted string escapes the quote after it.
+    func testEscapedQuotesStayInTheirQuotedString() {
+        XCTAssertEqual(CacheControl(#"ext="\", max-age=3600, x=\"", max-age=1"#).maxAge, 1)
+        XCTAssertEqual(CacheControl(#"ext="a\\", max-age=7"#).maxAge, 7, "an escaped backslash ends nothing")
+    }
 }
 
 /// A deterministic generator (SplitMix64), so that a random test repeats exactly.

@@ -58,6 +58,16 @@ final class HTTPCachingTests: LoopbackTestCase {
         return Answer(response: http, serial: json["serial"] as? Int, object: json)
     }
 
+    /// Counts the responses `manager` proposes to store (each one approved as proposed).
+    private func countingWrites(of manager: URLSessionManager) -> CallCounter {
+        let written = CallCounter()
+        manager.dataTaskWillCacheResponse = { _, _, proposed in
+            written.increment()
+            return proposed
+        }
+        return written
+    }
+
     /// The requests the server received for `path` (query included), in order.
     private func received(_ path: String) -> [RecordedRequest] {
         server.requests.filter { $0.uri == path }
@@ -481,11 +491,7 @@ final class HTTPCachingTests: LoopbackTestCase {
 
     func testARevalidationThatChangesNothingIsNotWrittenAgain() async throws {
         let (manager, _) = cachingManager()
-        let asked = CallCounter()
-        manager.dataTaskWillCacheResponse = { _, _, proposed in
-            asked.increment()
-            return proposed
-        }
+        let asked = countingWrites(of: manager)
         for _ in 0..<4 { _ = try await get(manager, server.url("/etag/quiet")) }
         XCTAssertEqual(received("/etag/quiet").count, 4, "an entity tag and no freshness: revalidated each time")
         XCTAssertEqual(asked.count, 1, "the 304s changed nothing: the first response is the only one written")
@@ -493,6 +499,37 @@ final class HTTPCachingTests: LoopbackTestCase {
         manager.responseSerializer = HTTPResponseSerializer()
         for _ in 0..<3 { _ = try await get(manager, server.url("/bytes/64?seed=3")) }
         XCTAssertEqual(asked.count, 2)
+    }
+
+    /// RFC 9111 4.3.4: a 304 freshens a response whose lifetime is heuristic (a tenth of its age at `Date`): it is
+    /// stored again, and the next request is answered from the cache.
+    func testA304FreshensAHeuristicLifetime() async throws {
+        let (manager, _) = cachingManager()
+        let written = countingWrites(of: manager)
+        // Modified 20 s before it was sent: fresh for about 2 s.
+        let path = query([("ETag", "\"h\""), ("Last-Modified", Self.httpDate(Date() - 20))])
+        let first = try await get(manager, server.url(path))
+        try await Task.sleep(nanoseconds: 2_600_000_000)
+        let revalidated = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 2, "stale: revalidated")
+        XCTAssertEqual(revalidated.serial, first.serial, "the 304 confirmed the stored body")
+        XCTAssertEqual(written.count, 2, "the freshened response is written again")
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(received(path).count, 2, "fresh again: answered from the cache")
+    }
+
+    /// RFC 9111 5.2.1.5: a request's `no-store` stores nothing of its exchange, a 304's update included.
+    func testARequestsNoStoreStoresNothingOfItsRevalidation() async throws {
+        let (manager, _) = cachingManager()
+        let written = countingWrites(of: manager)
+        let path = query([("ETag", "\"n\""), ("Cache-Control", "max-age=0")])
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(written.count, 1)
+        _ = try await get(manager, server.url(path), headers: ["Cache-Control": "no-store"])
+        XCTAssertEqual(received(path).count, 2)
+        XCTAssertEqual(written.count, 1, "the 304's update is not stored")
+        _ = try await get(manager, server.url(path))
+        XCTAssertEqual(written.count, 2, "without no-store, the update is stored")
     }
 
     // MARK: - Across users (one URLCache, several managers)

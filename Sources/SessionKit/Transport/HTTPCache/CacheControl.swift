@@ -30,6 +30,9 @@ struct CacheControl: Equatable {
     var sharedMaxAge: TimeInterval?
     /// `only-if-cached` (a request wants no network at all).
     var onlyIfCached = false
+    /// `must-understand` (RFC 9111 5.2.2.3): stored only by a cache that implements the status code's caching rules,
+    /// which then ignores the `no-store` sent with it for caches that do not know the directive.
+    var mustUnderstand = false
 
     /// Whether any directive at all was recognised.
     var isEmpty: Bool { self == CacheControl() }
@@ -60,6 +63,7 @@ struct CacheControl: Equatable {
                 if staleWhileRevalidate == nil, let seconds { staleWhileRevalidate = seconds }
             case "stale-if-error": if staleIfError == nil, let seconds { staleIfError = seconds }
             case "only-if-cached": onlyIfCached = true
+            case "must-understand": mustUnderstand = true
             default: break
             }
         }
@@ -70,8 +74,16 @@ struct CacheControl: Equatable {
         var items: [String] = []
         var current = ""
         var quoted = false
+        var escaped = false
         for character in value {
-            if character == "\"" { quoted.toggle() }
+            // RFC 9110 5.6.4: in a quoted string, a backslash makes the next character plain (`\"` ends nothing).
+            if escaped {
+                escaped = false
+            } else if quoted && character == "\\" {
+                escaped = true
+            } else if character == "\"" {
+                quoted.toggle()
+            }
             if character == "," && !quoted {
                 items.append(current)
                 current = ""

@@ -90,6 +90,10 @@ struct CacheEntry {
     /// Status codes a cache may give a heuristic lifetime (RFC 9110 15.1).
     static let heuristicallyCacheable: Set<Int> = [200, 203, 204, 206, 300, 301, 308, 404, 405, 410, 414, 501]
 
+    /// Status codes whose caching rules this cache implements, for `must-understand` (RFC 9111 5.2.2.3): the final
+    /// statuses it stores and serves as they came (a 206 is never stored; a 304 updates a stored response).
+    static let understoodStatuses: Set<Int> = heuristicallyCacheable.subtracting([206]).union([302, 303, 307])
+
     /// Why `response` to `request` may not be stored, or nil when it may. `authenticated`: the request carried
     /// credentials (an `Authorization` field, a challenge's credential or the URL's user).
     static func refusalToStore(
@@ -100,7 +104,11 @@ struct CacheEntry {
         guard status >= 200, status != 206, status != 304 else { return "status \(status)" }
         if CacheControl(request.value(forHTTPHeaderField: "Cache-Control")).noStore { return "request no-store" }
         let control = CacheControl(response.value(forHTTPHeaderField: "Cache-Control"))
-        if control.noStore { return "response no-store" }
+        if control.mustUnderstand {
+            guard understoodStatuses.contains(status) else { return "must-understand with status \(status)" }
+        } else if control.noStore {
+            return "response no-store"
+        }
         if varyNames(of: response).contains("*") { return "Vary: *" }
         if authenticated, !(control.isPublic || control.mustRevalidate || control.sharedMaxAge != nil) {
             return "authenticated request"  // RFC 9111 3.5: only when the response says it may be
@@ -160,7 +168,10 @@ struct CacheEntry {
     /// and the response does not require a revalidation each time.
     func isUsableWithoutValidation(under requestControl: CacheControl, at now: Date) -> Bool {
         let responseControl = control
-        if responseControl.noCache || requestControl.noCache { return false }
+        // A stored `no-store` response is never used (none is stored but under `must-understand`; this guards the rule
+        // where it is applied).
+        let storable = !responseControl.noStore || responseControl.mustUnderstand
+        if responseControl.noCache || requestControl.noCache || !storable { return false }
         let age = currentAge(at: now)
         var lifetime = freshnessLifetime
         if let maxAge = requestControl.maxAge { lifetime = min(lifetime, maxAge) }
@@ -275,12 +286,13 @@ struct CacheEntry {
     private static let volatileFields: Set<String> = ["date", "age", "connection", "keep-alive", "server"]
 
     /// Whether storing this entry in place of `stored` changes anything later requests would see: a lifetime that
-    /// starts again (explicit freshness), other fields than the volatile ones, or another body. A revalidation that
-    /// changes nothing is not written again (each write of Linux's `URLCache` archives the response and lists its
-    /// disk directory).
+    /// starts again (explicit or heuristic freshness: RFC 9111 4.3.4 freshens a stored response with the 304's
+    /// `Date`), other fields than the volatile ones, or another body. A revalidation that changes nothing is not
+    /// written again (each write of Linux's `URLCache` archives the response and lists its disk directory).
     func differs(from stored: CacheEntry) -> Bool {
         let control = self.control
         if control.maxAge != nil || response.value(forHTTPHeaderField: "Expires") != nil { return true }
+        if !control.noCache, freshnessLifetime > 0 { return true }
         if data != stored.data || response.statusCode != stored.response.statusCode { return true }
         func material(_ response: HTTPURLResponse) -> [String: String] {
             var fields: [String: String] = [:]
@@ -321,19 +333,21 @@ struct CacheEntry {
         response.value(forHTTPHeaderField: "ETag") != nil || response.value(forHTTPHeaderField: "Last-Modified") != nil
     }
 
-    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): both carry an entity
-    /// tag, and they differ (compared weakly, RFC 9110 8.8.3.2). A 304 without a tag is taken for this entry: servers
-    /// often leave validators out, and a `Last-Modified` alone differs between the nodes of one origin.
+    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): a strong entity tag
+    /// selects only a stored response with the same strong tag (one without a tag, or with a weak one, is not
+    /// updated); a weak one, a stored response whose tag is the same compared weakly (RFC 9110 8.8.3.2). A 304 without
+    /// a tag is taken for this entry: servers often leave validators out, and a `Last-Modified` alone differs between
+    /// the nodes of one origin.
     func isContradicted(by notModified: HTTPURLResponse) -> Bool {
-        func opaqueTag(_ value: String?) -> Substring? {
+        func tag(_ value: String?) -> (weak: Bool, opaque: Substring)? {
             guard let value else { return nil }
             let trimmed = value.trimmingCharacters(in: .whitespaces)[...]
-            return trimmed.hasPrefix("W/") ? trimmed.dropFirst(2) : trimmed
+            return trimmed.hasPrefix("W/") ? (true, trimmed.dropFirst(2)) : (false, trimmed)
         }
-        guard let tag = opaqueTag(notModified.value(forHTTPHeaderField: "ETag")),
-            let stored = opaqueTag(response.value(forHTTPHeaderField: "ETag"))
-        else { return false }
-        return tag != stored
+        guard let new = tag(notModified.value(forHTTPHeaderField: "ETag")) else { return false }
+        guard let stored = tag(response.value(forHTTPHeaderField: "ETag")) else { return !new.weak }
+        if !new.weak && stored.weak { return true }
+        return new.opaque != stored.opaque
     }
 
     /// `request` made conditional on this entry's validators, or nil when it has none.

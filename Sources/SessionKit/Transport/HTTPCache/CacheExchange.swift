@@ -168,7 +168,13 @@ struct CacheExchange {
             let updated = candidate.revalidated(by: response, requestTime: requestTime, responseTime: now)
         {
             confirmed = updated
-            if updated.differs(from: candidate) {
+            if CacheEntry.refusalToStore(updated.response, for: request, authenticated: authenticated) != nil {
+                // Nothing of this exchange is stored (a `no-store` in the request or the 304, RFC 9111 5.2): the
+                // updated response answers this request only. A 304 that says `no-store` also drops the stored
+                // response it would have updated: the server no longer lets caches keep it.
+                let control = updated.control
+                if control.noStore, !control.mustUnderstand, let url = request.url { cache.invalidate(url) }
+            } else if updated.differs(from: candidate) {
                 proposal = Proposal(response: updated.cachedURLResponse, request: request)
             }
             return updated.response

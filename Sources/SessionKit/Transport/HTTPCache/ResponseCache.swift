@@ -132,8 +132,10 @@ final class ResponseCache: @unchecked Sendable {
         case (.returnCacheDataDontLoad, nil):
             return .unavailable
         case (.returnCacheDataElseLoad, let entry?):
-            // Whatever its age, except a stale response that must be revalidated (RFC 9111 5.2.2.2).
-            if entry.control.mustRevalidate, entry.currentAge(at: now) >= entry.freshnessLifetime {
+            // Whatever its age, except a response that must be revalidated: each time (`no-cache`, RFC 9111 5.2.2.4),
+            // or once stale (`must-revalidate`, 5.2.2.2).
+            let control = entry.control
+            if control.noCache || (control.mustRevalidate && entry.currentAge(at: now) >= entry.freshnessLifetime) {
                 return revalidation(of: entry, for: request)
             }
             return .serve(entry)
