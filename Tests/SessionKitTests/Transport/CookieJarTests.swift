@@ -32,6 +32,8 @@ final class CookieJarTests: LoopbackTestCase {
             ("=x", nil),  // no name
             ("", nil),
             ("a=b\u{1}c", nil),  // a control character
+            ("a=b; Path=/\u{1}", nil),  // one in an attribute too (RFC 6265bis 5.6)
+            ("a=b; x=\u{7F}", nil),
         ]
         for (field, expected) in cases {
             let cookie = SetCookie(field, now: now)
@@ -58,6 +60,16 @@ final class CookieJarTests: LoopbackTestCase {
             try XCTUnwrap(SetCookie("a=b; Domain=example.org; Domain=", now: now)).domain, "example.org",
             "an empty Domain is ignored")
         XCTAssertFalse(try XCTUnwrap(SetCookie("a=b; \"Secure\"", now: now)).isSecure)
+        XCTAssertNil(
+            try XCTUnwrap(SetCookie("a=b; Domain=example.org; Domain=.", now: now)).domain,
+            "a Domain of only a dot: host-only")
+        let long = String(repeating: "x", count: 1100)
+        XCTAssertEqual(
+            try XCTUnwrap(SetCookie("a=b; Path=/ok; Path=/\(long)", now: now)).path, "/ok",
+            "an attribute value over 1024 bytes is ignored")
+        XCTAssertEqual(
+            try XCTUnwrap(SetCookie("a=b; Domain=\(long).com", now: now)).domain, nil,
+            "an over-long Domain is ignored, not the cookie")
     }
 
     func testMaxAgeWinsOverExpiresAndZeroDeletes() throws {
@@ -66,13 +78,17 @@ final class CookieJarTests: LoopbackTestCase {
             try XCTUnwrap(SetCookie("a=b; Max-Age=60; \(future)", now: now)).expiry, now.addingTimeInterval(60))
         XCTAssertEqual(try XCTUnwrap(SetCookie("a=b; \(future); max-age=0", now: now)).expiry, .distantPast)
         XCTAssertEqual(try XCTUnwrap(SetCookie("a=b; Max-Age=-5", now: now)).expiry, .distantPast)
-        // Not a number: ignored, so Expires applies.
-        XCTAssertEqual(
-            try XCTUnwrap(SetCookie("a=b; Max-Age=50,399; \(future)", now: now)).expiry,
-            CookieDate.parse("Wed, 09 Jun 2121 10:18:14 GMT"))
+        // Not a number: ignored, so Expires applies, capped at 400 days (RFC 6265bis 5.6.1).
+        let latest = now.addingTimeInterval(400 * 86_400)
+        XCTAssertEqual(try XCTUnwrap(SetCookie("a=b; Max-Age=50,399; \(future)", now: now)).expiry, latest)
         XCTAssertNil(try XCTUnwrap(SetCookie("a=b; Max-Age=+5", now: now)).expiry)
-        XCTAssertNotNil(
-            try XCTUnwrap(SetCookie("a=b; Max-Age=99999999999999999999999", now: now)).expiry, "too long: far ahead")
+        XCTAssertEqual(
+            try XCTUnwrap(SetCookie("a=b; Max-Age=99999999999999999999999", now: now)).expiry, latest,
+            "too long: as far as the cap")
+        let nearer = "Expires=" + HTTPDate.format(now.addingTimeInterval(86_400))
+        XCTAssertEqual(
+            try XCTUnwrap(SetCookie("a=b; \(nearer)", now: now)).expiry, now.addingTimeInterval(86_400),
+            "within the cap: as sent")
     }
 
     func testCookieDates() {
@@ -198,6 +214,13 @@ final class CookieJarTests: LoopbackTestCase {
         jar.store(["s=plain"], from: plain, now: now)
         XCTAssertEqual(jar.storage.cookies?.first(where: { $0.name == "s" })?.value, "1")
         XCTAssertNil(jar.header(for: plain, now: now))
+        // The prefixes in any case (RFC 6265bis 5.6, steps 20 and 21).
+        XCTAssertFalse(try XCTUnwrap(SetCookie("__SECURE-sid=x", now: now)).mayBeSet(fromSecureOrigin: true))
+        XCTAssertFalse(
+            try XCTUnwrap(SetCookie("__host-sid=x; Secure; Path=/; Domain=h.test", now: now))
+                .mayBeSet(fromSecureOrigin: true))
+        XCTAssertTrue(
+            try XCTUnwrap(SetCookie("__host-sid=x; Secure; Path=/", now: now)).mayBeSet(fromSecureOrigin: true))
     }
 
     /// A cookie the caller stored with a line break in its value is not sent: it would add a header line of its own.

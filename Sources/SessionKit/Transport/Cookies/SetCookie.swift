@@ -7,11 +7,16 @@ import Foundation
 ///   tabs. No `=`, or an empty name: no cookie. A comma is part of the value (`a=1, b=2` is one cookie named `a`).
 /// - Each attribute after a `;` is a name (any case) and an optional value; an attribute met again wins over the
 ///   earlier one, and one that is unknown or malformed is ignored, not the cookie.
-/// - A cookie whose name or value holds a control character (other than a tab) is refused, as is one whose name and
-///   value together pass 4096 bytes (RFC 6265bis 5.7).
+/// - A field value holding a control character (other than a tab) anywhere is refused, as is a cookie whose name and
+///   value together pass 4096 bytes (RFC 6265bis 5.6, 5.7); an attribute whose value passes 1024 bytes is ignored.
+/// - An expiry is at most 400 days ahead (RFC 6265bis 5.6.1, 5.6.2: `Expires` and `Max-Age` are capped alike).
 struct SetCookie: Equatable {
     /// RFC 6265bis's limit of a cookie's name and value together, in bytes.
     static let maximumSize = 4096
+    /// RFC 6265bis's limit of an attribute's value, in bytes: a longer one is ignored.
+    static let maximumAttributeValueSize = 1024
+    /// RFC 6265bis's cookie-age limit (its SHOULD: 400 days).
+    static let maximumAge: TimeInterval = 400 * 86_400
 
     var name: String
     var value: String
@@ -31,21 +36,22 @@ struct SetCookie: Equatable {
     /// Parses `fieldValue`, one `Set-Cookie` field's value; nil when it holds no cookie. `now` is when a `Max-Age`
     /// counts from.
     init?(_ fieldValue: String, now: Date) {
+        // A control character anywhere (an attribute too) drops the whole field (RFC 6265bis 5.6, step 1).
+        guard !Self.hasControlCharacter(fieldValue) else { return nil }
         // Bytes, not characters: a `;` or `=` followed by a combining mark is still a separator.
         let bytes = Array(fieldValue.utf8)
         var parts = bytes.split(separator: 0x3B, omittingEmptySubsequences: false)[...]
         guard let pair = parts.popFirst(), let equals = pair.firstIndex(of: 0x3D) else { return nil }
         name = Self.trimmed(pair[..<equals])
         value = Self.trimmed(pair[(equals + 1)...])
-        guard !name.isEmpty, name.utf8.count + value.utf8.count <= Self.maximumSize,
-            !Self.hasControlCharacter(name), !Self.hasControlCharacter(value)
-        else { return nil }
+        guard !name.isEmpty, name.utf8.count + value.utf8.count <= Self.maximumSize else { return nil }
         var maxAgeExpiry: Date?
         var expires: Date?
         for attribute in parts {
             let equals = attribute.firstIndex(of: 0x3D)
             let attributeName = Self.trimmed(attribute[..<(equals ?? attribute.endIndex)])
             let attributeValue = equals.map { Self.trimmed(attribute[($0 + 1)...]) } ?? ""
+            guard attributeValue.utf8.count <= Self.maximumAttributeValueSize else { continue }
             switch attributeName.asciiLowercased {
             case "expires":
                 if let date = CookieDate.parse(attributeValue) { expires = date }
@@ -54,10 +60,11 @@ struct SetCookie: Equatable {
                     maxAgeExpiry = seconds <= 0 ? .distantPast : now.addingTimeInterval(TimeInterval(seconds))
                 }
             case "domain":
-                // An empty Domain is ignored (RFC 6265 5.2.3); one leading dot is dropped.
+                // An empty Domain is ignored (RFC 6265 5.2.3); one leading dot is dropped, and a Domain that was only
+                // that dot leaves the cookie host-only (5.3, step 4).
                 guard !attributeValue.isEmpty else { continue }
                 let bare = attributeValue.hasPrefix(".") ? String(attributeValue.dropFirst()) : attributeValue
-                domain = bare.asciiLowercased
+                domain = bare.isEmpty ? nil : bare.asciiLowercased
             case "path":
                 path = attributeValue.hasPrefix("/") ? attributeValue : nil
             case "secure":
@@ -70,7 +77,8 @@ struct SetCookie: Equatable {
                 continue
             }
         }
-        expiry = maxAgeExpiry ?? expires
+        let latest = now.addingTimeInterval(Self.maximumAge)
+        expiry = (maxAgeExpiry ?? expires).map { min($0, latest) }
     }
 
     /// Whether the cookie may be set by a response to a request of this security (RFC 6265bis 5.7): a `Secure` cookie,
@@ -78,8 +86,10 @@ struct SetCookie: Equatable {
     /// without `Domain` and with `Path=/`.
     func mayBeSet(fromSecureOrigin secure: Bool) -> Bool {
         if isSecure && !secure { return false }
-        if name.hasPrefix("__Secure-") && !isSecure { return false }
-        if name.hasPrefix("__Host-") && (!isSecure || domain != nil || path != "/") { return false }
+        // The prefixes in any case (RFC 6265bis 5.6, steps 20 and 21): `__SECURE-` is `__Secure-`.
+        let lowercased = name.asciiLowercased
+        if lowercased.hasPrefix("__secure-") && !isSecure { return false }
+        if lowercased.hasPrefix("__host-") && (!isSecure || domain != nil || path != "/") { return false }
         return true
     }
 
