@@ -191,23 +191,106 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertTrue(machine.complete(failed: false))
     }
 
-    func testACredentialGoesOnlyToItsOriginAndTheProxysToEveryAttempt() {
+    func testACredentialGoesOnlyToItsOriginAndTheProxysOnlyThroughItsProxy() {
         var machine = running()
         let basic = URLCredential(user: "u", password: "p", persistence: .forSession)
         let server = CurlTransfer.Credential(basic, scheme: "Basic", forProxy: false)
         let proxy = CurlTransfer.Credential(basic, scheme: "Basic", forProxy: true)
         machine.answered(with: server, origin: RedirectState.origin(of: url))
-        machine.answered(with: proxy, origin: "")
+        machine.answered(with: proxy, origin: "", proxy: "http://p1:3128")
         let now = Date()
+        let viaP1 = { "http://p1:3128" as String? }
         XCTAssertEqual(
-            machine.planAttempt(of: url, resourceTimeout: 0, now: now),
+            machine.planAttempt(of: url, proxy: viaP1, resourceTimeout: 0, now: now),
             .start(credentials: [proxy, server], remaining: nil))
+        let other = URL(string: "https://other.example/next")
         XCTAssertEqual(
-            machine.planAttempt(of: URL(string: "https://other.example/next"), resourceTimeout: 0, now: now),
+            machine.planAttempt(of: other, proxy: viaP1, resourceTimeout: 0, now: now),
             .start(credentials: [proxy], remaining: nil), "never the server's credential to another origin")
+        let plain = URL(string: "http://example.com/start")
         XCTAssertEqual(
-            machine.planAttempt(of: URL(string: "http://example.com/start"), resourceTimeout: 0, now: now),
+            machine.planAttempt(of: plain, proxy: viaP1, resourceTimeout: 0, now: now),
             .start(credentials: [proxy], remaining: nil), "another scheme is another origin")
+        XCTAssertEqual(
+            machine.planAttempt(of: other, proxy: { "http://p2:3128" }, resourceTimeout: 0, now: now),
+            .start(credentials: [], remaining: nil), "never the proxy's credential to another proxy")
+        XCTAssertEqual(
+            machine.planAttempt(of: other, resourceTimeout: 0, now: now),
+            .start(credentials: [], remaining: nil), "nor to no proxy")
+    }
+
+    /// The request a redirect from `from` with `location` (and `status`) leads to, or its error.
+    private func redirect(
+        _ request: URLRequest, to location: String, status: Int = 302
+    ) throws -> Result<URLRequest, URLError> {
+        var machine = running()
+        let response = try XCTUnwrap(
+            HTTPURLResponse(
+                url: try XCTUnwrap(request.url), statusCode: status, httpVersion: nil,
+                headerFields: ["Location": location]))
+        return machine.redirect(after: response, from: request)
+    }
+
+    /// A server on the network cannot steer a request onto a local Unix socket; a socket's own redirects stay on it.
+    func testOnlyARequestOnAUnixSocketIsRedirectedToIt() throws {
+        let docker = "http+unix://%2Fvar%2Frun%2Fdocker.sock/v1.41/containers/create"
+        for from in ["http://evil.example/x", "https://evil.example/x", "https+unix://%2Ftmp%2Fa.sock/x"] {
+            let request = URLRequest(url: try XCTUnwrap(URL(string: from)))
+            for target in [docker, "https+unix://%2Fvar%2Frun%2Fdocker.sock/"] {
+                guard case .failure(let error) = try redirect(request, to: target, status: 307) else {
+                    return XCTFail("\(from) → \(target) was followed")
+                }
+                XCTAssertEqual(error.code, .unsupportedURL, "\(from) → \(target)")
+            }
+        }
+        let onSocket = URLRequest(url: try XCTUnwrap(URL(string: "http+unix://%2Ftmp%2Fa.sock/x")))
+        XCTAssertNoThrow(try redirect(onSocket, to: "/y").get(), "a relative Location stays on the socket")
+        XCTAssertNoThrow(try redirect(onSocket, to: "http+unix://%2Ftmp%2Fa.sock/z").get())
+        XCTAssertThrowsError(try redirect(onSocket, to: "http+unix://%2Ftmp%2Fb.sock/z").get(), "another socket")
+    }
+
+    /// What only the first origin may get stays there; fields of a dropped body go with it.
+    func testARedirectDropsWhatTheNextRequestMustNotCarry() throws {
+        var request = URLRequest(url: url)
+        request.httpMethod = "POST"
+        request.httpBody = Data("body".utf8)
+        let fields = [
+            "Authorization": "Basic dTpw", "Cookie": "a=1", "Proxy-Authorization": "Basic cDpw", "Host": "api.internal",
+            "Transfer-Encoding": "chunked", "Expect": "100-continue", "X-Kept": "1",
+        ]
+        for (name, value) in fields { request.setValue(value, forHTTPHeaderField: name) }
+        let away = try redirect(request, to: "https://cdn.example/x", status: 303).get()
+        XCTAssertEqual(away.allHTTPHeaderFields ?? [:], ["X-Kept": "1"])
+        XCTAssertEqual(away.httpMethod, "GET")
+        let home = try redirect(request, to: "/x", status: 307).get()
+        XCTAssertEqual(home.allHTTPHeaderFields ?? [:], fields, "the same origin keeps them all, and the body")
+        XCTAssertEqual(home.httpBody, request.httpBody)
+    }
+
+    /// RFC 9110 10.2.2: a Location without a fragment inherits the request's.
+    func testARedirectInheritsTheFragment() throws {
+        let request = URLRequest(url: try XCTUnwrap(URL(string: "https://example.com/start#part")))
+        XCTAssertEqual(try redirect(request, to: "/next").get().url?.absoluteString, "https://example.com/next#part")
+        XCTAssertEqual(
+            try redirect(request, to: "/next#own").get().url?.absoluteString, "https://example.com/next#own")
+    }
+
+    /// URLSession counts a challenge's failures per protection space: after a redirect to another origin, that
+    /// origin's first challenge is its first.
+    func testARedirectToAnotherOriginCountsItsChallengesAfresh() throws {
+        var machine = running()
+        XCTAssertEqual(machine.challengeRound(proxy: false), 0)
+        XCTAssertEqual(machine.challengeRound(proxy: false), 1)
+        let request = URLRequest(url: url)
+        let sameOrigin = try XCTUnwrap(
+            HTTPURLResponse(url: url, statusCode: 302, httpVersion: nil, headerFields: ["Location": "/elsewhere"]))
+        _ = try machine.redirect(after: sameOrigin, from: request).get()
+        XCTAssertEqual(machine.challengeRound(proxy: false), 2, "the same origin goes on counting")
+        let otherOrigin = try XCTUnwrap(
+            HTTPURLResponse(
+                url: url, statusCode: 302, httpVersion: nil, headerFields: ["Location": "https://other.example/"]))
+        _ = try machine.redirect(after: otherOrigin, from: request).get()
+        XCTAssertEqual(machine.challengeRound(proxy: false), 0, "another origin starts at 0")
     }
 
     func testTheResourceDeadlineStartsWithTheFirstAttemptAndEndsTheLast() {

@@ -342,7 +342,9 @@ final class CurlTaskDriver: @unchecked Sendable {
         if !urlChecked, let refusal = CurlTaskTransport.refusal(for: request.url) { return fail(refusal) }
         let settings = environment.settings
         let plan = observed.write {
-            $0.machine.planAttempt(of: request.url, resourceTimeout: settings.resourceTimeout, now: Date())
+            $0.machine.planAttempt(
+                of: request.url, proxy: { self.proxy(for: request.url) }, resourceTimeout: settings.resourceTimeout,
+                now: Date())
         }
         guard case .start(let credentials, let remaining) = plan else {
             return fail(Self.resourceTimedOut(request.url))
@@ -764,7 +766,10 @@ final class CurlTaskDriver: @unchecked Sendable {
         switch environment.sink.task(self, in: environment.session, didReceive: challenge) {
         case .retry(let credential):
             let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
-            observed.write { $0.machine.answered(with: answer, origin: RedirectState.origin(of: request.url)) }
+            let proxy = header.isProxy ? proxy(for: request.url) : nil
+            observed.write {
+                $0.machine.answered(with: answer, origin: RedirectState.origin(of: request.url), proxy: proxy)
+            }
             startNext(request)
         case .deliverResponse:
             deliverHead(response)

@@ -6,7 +6,7 @@ import Foundation
 
 /// The redirect chain of one request on the curl transport, as a value: it turns a 3xx response into the next
 /// request (or the reason to stop), with a limit, cycle detection, the method rules, header stripping across
-/// origins, and https → http refused.
+/// origins, https → http refused, and a Unix socket reached only from itself.
 struct RedirectState {
     /// At most this many redirects per request.
     static let limit = 16
@@ -32,9 +32,25 @@ struct RedirectState {
                     ]))
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
-            let target = URL(string: location, relativeTo: current)?.absoluteURL,
+            var target = URL(string: location, relativeTo: current)?.absoluteURL,
             ["http", "https", "http+unix", "https+unix"].contains(target.scheme?.lowercased() ?? "")
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
+        // A server on the network must not steer a request onto a local socket (a Docker or database API): a
+        // Unix socket URL is followed only from a request on that same socket, as AsyncHTTPClient does.
+        if UnixSocketURL.isUnixSocket(target),
+            UnixSocketURL(target)?.socketPath == nil
+                || UnixSocketURL(target)?.socketPath != UnixSocketURL(current)?.socketPath
+        {
+            return failure(
+                .unsupportedURL, "A redirect to a Unix socket is refused: the request was not on that socket.")
+        }
+        // RFC 9110 10.2.2: a Location without a fragment inherits the request's.
+        if target.fragment == nil, let fragment = current.fragment(percentEncoded: true),
+            var components = URLComponents(url: target, resolvingAgainstBaseURL: false)
+        {
+            components.percentEncodedFragment = fragment
+            target = components.url ?? target
+        }
         if ["https", "https+unix"].contains(current.scheme?.lowercased() ?? ""),
             ["http", "http+unix"].contains(target.scheme?.lowercased() ?? "")
         {
@@ -53,8 +69,9 @@ struct RedirectState {
             for field in Self.bodyFields { next.setValue(nil, forHTTPHeaderField: field) }
         }
         if Self.origin(of: target) != Self.origin(of: current) {
-            next.setValue(nil, forHTTPHeaderField: "Authorization")
-            next.setValue(nil, forHTTPHeaderField: "Cookie")
+            // What only the first origin may get: its credentials and cookies, a proxy's credential (libcurl would
+            // send it to the origin), and the name the caller gave it (curl drops a custom `Host` too).
+            for field in Self.originFields { next.setValue(nil, forHTTPHeaderField: field) }
         }
         guard !visited.contains(Self.key(next)) else {
             return failure(.httpTooManyRedirects, "The redirects form a cycle.")
@@ -62,10 +79,20 @@ struct RedirectState {
         return .success(next)
     }
 
-    /// The fields that describe a body, dropped with it (Fetch's request-body-header names, and the length).
+    /// The fields that describe a body, dropped with it (Fetch's request-body-header names, the length, the framing,
+    /// and an `Expect: 100-continue`, which RFC 9110 10.1.1 forbids without content).
     private static let bodyFields = [
         "Content-Type", "Content-Length", "Content-Encoding", "Content-Language", "Content-Location",
+        "Transfer-Encoding", "Expect",
     ]
+
+    /// The fields dropped when a redirect leaves the origin.
+    private static let originFields = ["Authorization", "Cookie", "Proxy-Authorization", "Host"]
+
+    /// Whether `next` goes to another origin than `current`.
+    static func leavesOrigin(_ next: URLRequest, from current: URLRequest) -> Bool {
+        origin(of: next.url) != origin(of: current.url)
+    }
 
     /// Whether the request after a `status` redirect of a `method` request is a GET without a body: a POST answered
     /// by a 301 or 302 (RFC 9110 15.4.2 and 15.4.3 allow it "for historical reasons", and every browser and libcurl do

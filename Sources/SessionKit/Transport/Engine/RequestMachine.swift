@@ -88,11 +88,13 @@ struct RequestMachine {
     /// What carries over from one attempt to the next.
     struct Rounds {
         var redirects = RedirectState()
-        /// Challenges answered so far (URLSession's `previousFailureCount`), the origin's and the proxy's.
+        /// Challenges answered so far (URLSession's `previousFailureCount`), the origin's (counted again from 0 at
+        /// each origin a redirect leads to) and the proxy's.
         var challengeFailures = (server: 0, proxy: 0)
         /// The server's credential only goes to the origin that asked for it.
         var serverCredential: (credential: CurlTransfer.Credential, origin: String)?
-        var proxyCredential: CurlTransfer.Credential?
+        /// The proxy's credential only goes to the proxy that asked for it (nil: one of the environment's).
+        var proxyCredential: (credential: CurlTransfer.Credential, proxy: String?)?
         /// When the resource timeout ends the request, set when its first attempt starts.
         var deadline: Date?
     }
@@ -326,14 +328,20 @@ struct RequestMachine {
     }
 
     /// The attempt that is about to start, for `url` at `now`: the credentials it carries and the time it has left.
-    /// The first attempt starts the resource deadline (`resourceTimeout`; zero or infinite: none).
-    mutating func planAttempt(of url: URL?, resourceTimeout: TimeInterval, now: Date) -> AttemptPlan {
+    /// The first attempt starts the resource deadline (`resourceTimeout`; zero or infinite: none). `proxy` names the
+    /// proxy the attempt goes through (asked only when a proxy's credential was answered).
+    mutating func planAttempt(
+        of url: URL?, proxy: () -> String? = { nil }, resourceTimeout: TimeInterval, now: Date
+    ) -> AttemptPlan {
         if rounds.deadline == nil, resourceTimeout > 0, resourceTimeout.isFinite {
             rounds.deadline = now.addingTimeInterval(resourceTimeout)
         }
         let remaining = rounds.deadline.map { $0.timeIntervalSince(now) }
         if let remaining, remaining <= 0 { return .timedOut }
-        var credentials: [CurlTransfer.Credential] = rounds.proxyCredential.map { [$0] } ?? []
+        var credentials: [CurlTransfer.Credential] = []
+        if let answered = rounds.proxyCredential, answered.proxy == proxy() {
+            credentials.append(answered.credential)  // never to another proxy after a redirect
+        }
         if let server = rounds.serverCredential, server.origin == RedirectState.origin(of: url) {
             credentials.append(server.credential)  // never to another origin after a redirect
         }
@@ -343,7 +351,13 @@ struct RequestMachine {
     /// The request a redirect leads to from `request`, or why it must not be followed (too many, a loop, a scheme
     /// that may not follow).
     mutating func redirect(after response: HTTPURLResponse, from request: URLRequest) -> Result<URLRequest, URLError> {
-        rounds.redirects.next(after: response, to: request)
+        let next = rounds.redirects.next(after: response, to: request)
+        // Another origin is another protection space: its first challenge is its first (URLSession counts failures
+        // per protection space), and proposes a stored credential as a first one does.
+        if case .success(let target) = next, RedirectState.leavesOrigin(target, from: request) {
+            rounds.challengeFailures.server = 0
+        }
+        return next
     }
 
     /// A challenge of the origin (`proxy == false`) or the proxy is put to the manager: how many of its kind were
@@ -360,10 +374,10 @@ struct RequestMachine {
     }
 
     /// The manager answered a challenge with `credential`: the next attempts carry it (a server's, to `origin`
-    /// only).
-    mutating func answered(with credential: CurlTransfer.Credential, origin: String) {
+    /// only; a proxy's, through `proxy` only).
+    mutating func answered(with credential: CurlTransfer.Credential, origin: String, proxy: String? = nil) {
         if credential.forProxy {
-            rounds.proxyCredential = credential
+            rounds.proxyCredential = (credential, proxy)
         } else {
             rounds.serverCredential = (credential, origin)
         }
