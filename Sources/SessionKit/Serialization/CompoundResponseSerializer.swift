@@ -67,12 +67,16 @@ open class CompoundResponseSerializer: HTTPResponseSerializer, @unchecked Sendab
         return copy
     }
 
-    /// The first component's object, or the base behaviour when every component fails.
+    /// The first component's object, or the base behaviour when every component fails. A component that decoded the
+    /// body but refused the status gives its object next to the status error (under
+    /// ``SessionKitError/failingResponseObjectKey``), as AFNetworking's compound returns it with the error.
     open override func responseObject(for response: URLResponse?, data: Data?) throws -> Any? {
         for serializer in responseSerializers {
-            // A component that refuses the content type or the bytes hands over to the next one.
-            if let object = try? serializer.responseObject(for: response, data: data) {
-                return object
+            do {
+                if let object = try serializer.responseObject(for: response, data: data) { return object }
+            } catch {
+                if (error as NSError).userInfo[SessionKitError.failingResponseObjectKey] != nil { throw error }
+                // A component that refuses the content type or the bytes hands over to the next one.
             }
         }
         return try super.responseObject(for: response, data: data)

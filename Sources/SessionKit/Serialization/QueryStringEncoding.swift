@@ -72,7 +72,7 @@ enum QueryStringEncoding {
     /// The keys and values a collection flattens into, in order, or nil when `value` is not a collection.
     private static func members(key: String?, value: Any?) -> [(key: String?, value: Any?)]? {
         if let dictionary = value as? [AnyHashable: Any] {
-            let sortedKeys = dictionary.keys.sorted { "\($0.base)" < "\($1.base)" }
+            let sortedKeys = dictionary.keys.sorted { ascending("\($0.base)", "\($1.base)") }
             return sortedKeys.map { nestedKey in
                 let name = "\(nestedKey.base)"
                 return (key.map { "\($0)[\(name)]" } ?? name, dictionary[nestedKey])
@@ -82,15 +82,24 @@ enum QueryStringEncoding {
             return array.map { (key.map { "\($0)[]" }, $0) }
         }
         if let set = value as? Set<AnyHashable> {
-            return set.sorted { "\($0.base)" < "\($1.base)" }.map { (key, $0.base) }
+            return set.sorted { ascending("\($0.base)", "\($1.base)") }.map { (key, $0.base) }
         }
         if let set = value as? NSSet {
-            return set.allObjects.sorted { "\($0)" < "\($1)" }.map { (key, $0) }
+            return set.allObjects.sorted { ascending("\($0)", "\($1)") }.map { (key, $0) }
         }
         return nil
     }
 
-    /// The text of a scalar value: `1`/`0` for a Boolean, `description` otherwise.
+    /// AFNetworking's order: descriptions compared with `NSString`'s `compare:`, without options. It orders a letter
+    /// with an accent by its decomposed form (`é` with the `e`s, before `z`), where Swift's `<` compares composed
+    /// scalars (`é` after `z`); in ASCII the two agree.
+    private static func ascending(_ first: String, _ second: String) -> Bool {
+        first.compare(second) == .orderedAscending
+    }
+
+    /// The text of a scalar value: `1`/`0` for a Boolean, `description` otherwise, a floating-point number as
+    /// `NSNumber`'s `description` writes it (`%0.16g`, `%0.7g` for a `Float`: `10`, not Swift's `10.0`; `0.3`, not
+    /// `0.30000000000000004`), as AFNetworking, which reads every value through Objective-C, sends it.
     static func text(of value: Any) -> String {
         if let bool = value as? Bool, isBoolean(value) {
             return bool ? "1" : "0"
@@ -98,7 +107,22 @@ enum QueryStringEncoding {
         if let string = value as? String {
             return string
         }
-        return "\(value)"
+        switch value {
+        case let double as Double where type(of: value) == Double.self:
+            return String(format: "%0.16g", double)
+        case let float as Float where type(of: value) == Float.self:
+            return String(format: "%0.7g", Double(float))
+        case let float as CGFloat where type(of: value) == CGFloat.self:
+            return String(format: "%0.16g", Double(float))
+        case let number as NSNumber where type(of: value) is NSNumber.Type && !(value is NSDecimalNumber):
+            switch String(cString: number.objCType) {
+            case "d": return String(format: "%0.16g", number.doubleValue)
+            case "f": return String(format: "%0.7g", number.doubleValue)
+            default: return "\(value)"
+            }
+        default:
+            return "\(value)"
+        }
     }
 
     /// Whether `value` is a Boolean (a Swift `Bool` or an `NSNumber` made from one, whose type code is `c`),

@@ -24,6 +24,24 @@ final class HTTPRequestSerializerTests: XCTestCase {
         XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["one": 1]), "one=1", "1 is a number, not true")
     }
 
+    /// AFNetworking reads every value through Objective-C: a floating-point number is `NSNumber`'s `description`.
+    func testFloatingPointNumbersReadAsNSNumberWritesThem() {
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["price": 10.0]), "price=10")
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["x": 0.1 + 0.2]), "x=0.3")
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["f": Float(0.1)]), "f=0.1")
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["n": NSNumber(value: 10.0)]), "n=10")
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["big": 1e20]), "big=1e%2B20")
+        XCTAssertEqual(
+            HTTPRequestSerializer.queryString(from: ["d": Decimal(string: "0.1000000000000000055511")!]),
+            "d=0.1000000000000000055511", "a Decimal keeps its digits")
+    }
+
+    /// AFNetworking sorts keys with `NSString`'s `compare:`: an accented letter sorts with its base letter.
+    func testKeysSortAsNSStringComparesThem() {
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["z": "1", "é": "2"]), "%C3%A9=2&z=1")
+        XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["a": "1", "B": "2", "_": "3"]), "B=2&_=3&a=1")
+    }
+
     func testSetsGiveSortedMembersUnderTheSameKey() {
         XCTAssertEqual(HTTPRequestSerializer.queryString(from: ["s": Set(["c", "a", "b"])]), "s=a&s=b&s=c")
     }

@@ -269,6 +269,14 @@ final class ResponseSerializerKindsTests: XCTestCase {
             try compound.responseObject(for: response(200, "text/html"), data: Data("<p>".utf8)) as? Data,
             Data("<p>".utf8))
         XCTAssertThrowsError(try compound.responseObject(for: response(404, "text/html"), data: Data("<p>".utf8)))
+        // A component that decodes a body whose status it refuses: its object comes with the status error.
+        XCTAssertThrowsError(
+            try compound.responseObject(for: response(404, "application/json"), data: Data(#"{"e":1}"#.utf8))
+        ) { error in
+            let object = (error as NSError).userInfo[SessionKitError.failingResponseObjectKey]
+            XCTAssertEqual((object as? [String: Any])?["e"] as? Int, 1, "the decoded document, not the bytes")
+            XCTAssertEqual((error as NSError).code, NSURLErrorBadServerResponse)
+        }
     }
 
     func testDecodableFailureNamesKeyPathAndReason() {
