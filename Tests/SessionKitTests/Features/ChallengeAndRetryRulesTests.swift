@@ -69,7 +69,8 @@ final class ChallengeAndRetryRulesTests: XCTestCase {
                 "Basic",
                 "simple"
             ),
-            ("Negotiate abc==, Basic realm=\"b\"", "Negotiate", nil),
+            ("Negotiate abc==, Basic realm=\"b\"", "Basic", "b"),  // the one the transport answers
+            ("NTLM, Negotiate", "NTLM", nil),
             ("Basic, Newauth", "Basic", nil),
             ("Newauth realm=\"a\", Other", "Newauth", "a"),
             ("Bearer realm = \"x\" , Basic  realm=\"y\"", "Basic", "y"),

@@ -776,6 +776,30 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received(path).count, 1, "answered from the stored response")
     }
 
+    /// A range the stored response cannot answer (several ranges) goes to the server, unless the policy or
+    /// `only-if-cached` forbids the network: then nothing is sent.
+    func testARangeTheStoreCannotAnswerIsNotSentWhenTheNetworkIsForbidden() async throws {
+        let (manager, _) = cachingManager()
+        manager.responseSerializer = HTTPResponseSerializer()
+        let path = "/cache/60"
+        _ = try await get(manager, server.url(path))
+        let forbidding: [(URLRequest.CachePolicy, [String: String])] = [
+            (.returnCacheDataDontLoad, ["Range": "bytes=0-1,3-4"]),
+            (.useProtocolCachePolicy, ["Range": "bytes=0-1,3-4", "Cache-Control": "only-if-cached"]),
+        ]
+        for (policy, headers) in forbidding {
+            do {
+                _ = try await get(manager, server.url(path), headers: headers, policy: policy)
+                XCTFail("\(policy) \(headers) was answered")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(policy) \(headers)")
+            }
+        }
+        XCTAssertEqual(received(path).count, 1, "nothing more was sent")
+        _ = try? await get(manager, server.url(path), headers: ["Range": "bytes=0-1,3-4"])
+        XCTAssertEqual(received(path).count, 2, "allowed to load: sent as it is")
+    }
+
     func testWithoutAURLCacheEveryRequestGoesOut() async throws {
         let manager = makeManager(transport: .curl)
         _ = try await get(manager, server.url("/cache/60"))

@@ -27,12 +27,13 @@ struct AuthenticationChallengeHeader: Equatable {
         self.init(fieldValue: value, isProxy: response.statusCode == 407)
     }
 
-    /// The schemes libcurl answers with a credential; a challenge of another scheme (`Bearer`, an unknown one) comes
-    /// after them when a field offers several.
-    private static let answerableSchemes: Set<String> = ["basic", "digest", "ntlm", "negotiate"]
+    /// The schemes the transport answers with a credential (``CurlTransfer/Credential``: libcurl's Basic and
+    /// Digest); a challenge of another scheme (`Bearer`, `NTLM`, `Negotiate`, an unknown one) comes after them when a
+    /// field offers several, so that the protection space put to the manager is the one its credential answers.
+    private static let answerableSchemes: Set<String> = ["basic", "digest"]
 
     /// Parses a field value such as `Basic realm="Fake Realm", charset="UTF-8"`: its first challenge whose scheme
-    /// libcurl answers (`Basic`, `Digest`, `NTLM`, `Negotiate`), or else its first challenge. A field may hold several
+    /// the transport answers (`Basic`, `Digest`), or else its first challenge. A field may hold several
     /// (RFC 9110 11.6.1), and several fields arrive joined with commas: `Bearer realm="api", Basic realm="site"` is
     /// the Basic challenge, as URLSession offers the one it can answer. Read by Unicode scalars, not `Character`s: a
     /// combining mark after a quote must not hide the quote.

@@ -95,9 +95,10 @@ final class ResponseCache: @unchecked Sendable {
             mayReadStore: mayReadStore, policyKey: policyKey)
         guard let range else { return plan }
         // A partial request: answered by cutting a stored complete response that needs no validation, else sent as it
-        // is (a 206 is not stored).
+        // is (a 206 is not stored), unless the policy or `only-if-cached` forbids the network.
+        let mayLoad = policy != .returnCacheDataDontLoad && !requestControl.onlyIfCached
         switch plan {
-        case .serve(let entry): return entry.partial(for: range).map(Plan.serve) ?? .bypass
+        case .serve(let entry): return entry.partial(for: range).map(Plan.serve) ?? (mayLoad ? .bypass : .unavailable)
         case .unavailable, .readStoreFirst: return plan
         default: return .bypass
         }
