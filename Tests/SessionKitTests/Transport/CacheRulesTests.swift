@@ -409,7 +409,8 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertFalse(revalidatedNoCache.differs(from: noCache), "no-cache: revalidated each time anyway")
     }
 
-    /// RFC 9111 4.3.4: a strong validator in a 304 selects only a stored response with the same strong validator.
+    /// RFC 9111 4.3.4: a 304's entity tag selects the stored response with the same tag (compared weakly); a strong
+    /// tag does not select a stored response that has none.
     func testA304SelectsByItsValidator() {
         func contradicts(_ stored: String?, _ new: String?) -> Bool {
             entry(stored.map { ["ETag": $0] } ?? ["Last-Modified": "Sat, 04 Nov 2023 22:13:20 GMT"])
@@ -419,7 +420,7 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertTrue(contradicts("\"a\"", "\"b\""))
         XCTAssertFalse(contradicts("W/\"a\"", "W/\"a\""), "weak against weak")
         XCTAssertFalse(contradicts("\"a\"", "W/\"a\""), "a weak tag matches weakly")
-        XCTAssertTrue(contradicts("W/\"a\"", "\"a\""), "a strong tag needs the same strong tag")
+        XCTAssertFalse(contradicts("W/\"a\"", "\"a\""), "nginx's compressed 200 is weak, its 304 strong")
         XCTAssertTrue(contradicts(nil, "\"a\""), "a strong tag, and none stored")
         XCTAssertFalse(contradicts(nil, "W/\"a\""))
         XCTAssertFalse(contradicts("\"a\"", nil), "a 304 without a tag is taken for the entry")

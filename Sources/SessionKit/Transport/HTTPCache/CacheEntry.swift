@@ -333,11 +333,12 @@ struct CacheEntry {
         response.value(forHTTPHeaderField: "ETag") != nil || response.value(forHTTPHeaderField: "Last-Modified") != nil
     }
 
-    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): a strong entity tag
-    /// selects only a stored response with the same strong tag (one without a tag, or with a weak one, is not
-    /// updated); a weak one, a stored response whose tag is the same compared weakly (RFC 9110 8.8.3.2). A 304 without
-    /// a tag is taken for this entry: servers often leave validators out, and a `Last-Modified` alone differs between
-    /// the nodes of one origin.
+    /// Whether a 304 to this entry's revalidation names another representation (RFC 9111 4.3.4): its entity tag is
+    /// not the stored one, compared weakly (RFC 9110 8.8.3.2), or it carries a strong tag and the stored response none.
+    /// A 304 without a tag is taken for this entry: servers often leave validators out, and a `Last-Modified` alone
+    /// differs between the nodes of one origin. A strong tag on the 304 of a stored weak one is taken too, though
+    /// 4.3.4 would not: nginx weakens the tag of the responses it compresses, not of their 304s, so every
+    /// revalidation of a compressed response would drop it.
     func isContradicted(by notModified: HTTPURLResponse) -> Bool {
         func tag(_ value: String?) -> (weak: Bool, opaque: Substring)? {
             guard let value else { return nil }
@@ -346,7 +347,6 @@ struct CacheEntry {
         }
         guard let new = tag(notModified.value(forHTTPHeaderField: "ETag")) else { return false }
         guard let stored = tag(response.value(forHTTPHeaderField: "ETag")) else { return !new.weak }
-        if !new.weak && stored.weak { return true }
         return new.opaque != stored.opaque
     }
 
