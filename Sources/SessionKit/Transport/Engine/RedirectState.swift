@@ -37,12 +37,11 @@ struct RedirectState {
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
         // A server on the network must not steer a request onto a local socket (a Docker or database API): a
         // Unix socket URL is followed only from a request on that same socket, as AsyncHTTPClient does.
-        if UnixSocketURL.isUnixSocket(target),
-            UnixSocketURL(target)?.socketPath == nil
-                || UnixSocketURL(target)?.socketPath != UnixSocketURL(current)?.socketPath
-        {
-            return failure(
-                .unsupportedURL, "A redirect to a Unix socket is refused: the request was not on that socket.")
+        if UnixSocketURL.isUnixSocket(target) {
+            guard let socket = UnixSocketURL(target)?.socketPath, socket == UnixSocketURL(current)?.socketPath else {
+                return failure(
+                    .unsupportedURL, "A redirect to a Unix socket is refused: the request was not on that socket.")
+            }
         }
         // RFC 9110 10.2.2: a Location without a fragment inherits the request's.
         if target.fragment == nil, let fragment = current.fragment(percentEncoded: true),

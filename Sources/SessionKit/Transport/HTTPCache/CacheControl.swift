@@ -34,6 +34,10 @@ struct CacheControl: Equatable {
     /// which then ignores the `no-store` sent with it for caches that do not know the directive.
     var mustUnderstand = false
 
+    /// Whether `no-store` holds: sent, and not overridden by `must-understand` (whose response a cache stores only for
+    /// a status it implements, ignoring the `no-store` sent for caches that do not know the directive).
+    var forbidsStoring: Bool { noStore && !mustUnderstand }
+
     /// Whether any directive at all was recognised.
     var isEmpty: Bool { self == CacheControl() }
 

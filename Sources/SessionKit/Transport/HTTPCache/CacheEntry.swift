@@ -104,11 +104,10 @@ struct CacheEntry {
         guard status >= 200, status != 206, status != 304 else { return "status \(status)" }
         if CacheControl(request.value(forHTTPHeaderField: "Cache-Control")).noStore { return "request no-store" }
         let control = CacheControl(response.value(forHTTPHeaderField: "Cache-Control"))
-        if control.mustUnderstand {
-            guard understoodStatuses.contains(status) else { return "must-understand with status \(status)" }
-        } else if control.noStore {
-            return "response no-store"
+        if control.mustUnderstand, !understoodStatuses.contains(status) {
+            return "must-understand with status \(status)"
         }
+        if control.forbidsStoring { return "response no-store" }
         if varyNames(of: response).contains("*") { return "Vary: *" }
         if authenticated, !(control.isPublic || control.mustRevalidate || control.sharedMaxAge != nil) {
             return "authenticated request"  // RFC 9111 3.5: only when the response says it may be
@@ -170,8 +169,7 @@ struct CacheEntry {
         let responseControl = control
         // A stored `no-store` response is never used (none is stored but under `must-understand`; this guards the rule
         // where it is applied).
-        let storable = !responseControl.noStore || responseControl.mustUnderstand
-        if responseControl.noCache || requestControl.noCache || !storable { return false }
+        if responseControl.noCache || requestControl.noCache || responseControl.forbidsStoring { return false }
         let age = currentAge(at: now)
         var lifetime = freshnessLifetime
         if let maxAge = requestControl.maxAge { lifetime = min(lifetime, maxAge) }

@@ -172,8 +172,7 @@ struct CacheExchange {
                 // Nothing of this exchange is stored (a `no-store` in the request or the 304, RFC 9111 5.2): the
                 // updated response answers this request only. A 304 that says `no-store` also drops the stored
                 // response it would have updated: the server no longer lets caches keep it.
-                let control = updated.control
-                if control.noStore, !control.mustUnderstand, let url = request.url { cache.invalidate(url) }
+                if updated.control.forbidsStoring, let url = request.url { cache.invalidate(url) }
             } else if updated.differs(from: candidate) {
                 proposal = Proposal(response: updated.cachedURLResponse, request: request)
             }
