@@ -276,6 +276,33 @@ final class AuthenticationChallengeTests: LoopbackTestCase {
         XCTAssertNil(server.requests.last?.header("Authorization"))
     }
 
+    /// A 407 from the proxy libcurl took from the environment is that proxy's challenge: its protection space names the
+    /// proxy (not the origin, whose credential would otherwise be offered to the proxy), and the answer goes to it.
+    func testAProxyChallengeFromTheEnvironmentsProxyIsTheProxys() async throws {
+        try XCTSkipIf(
+            LoopbackTestCase.testTransport != .curl,
+            "URLSession on Linux raises no proxy challenge: its 407 arrives as the response")
+        let manager = HTTPSessionManager(sessionConfiguration: .ephemeral)
+        manager.transport = .curl
+        let spaces = LockedBox<[URLProtectionSpace]>([])
+        manager.taskDidReceiveAuthenticationChallenge = { _, _, challenge in
+            spaces.write { $0.append(challenge.protectionSpace) }
+            return (.useCredential, URLCredential(user: "proxy", password: "secret", persistence: .forSession))
+        }
+        let outcome = try await withProxyEnvironment(["http_proxy": "127.0.0.1:\(server.port)"]) {
+            try await run(manager, URLRequest(url: URL(string: "http://origin.invalid/proxy-auth/proxy/secret")!))
+        }
+        XCTAssertNil(outcome.error, "\(String(describing: outcome.error))")
+        XCTAssertEqual(outcome.response?.statusCode, 200)
+        let space = try XCTUnwrap(spaces.wrappedValue.first)
+        XCTAssertTrue(space.isProxy(), "the origin's space: \(space.host):\(space.port)")
+        XCTAssertEqual(space.host, "127.0.0.1")
+        XCTAssertEqual(space.port, server.port)
+        XCTAssertEqual(
+            server.requests.last?.header("Proxy-Authorization"),
+            "Basic " + Data("proxy:secret".utf8).base64EncodedString())
+    }
+
     func testAnUnansweredProxyChallengeDeliversThe407() async throws {
         let configuration = URLSessionConfiguration.ephemeral
         configuration.connectionProxyDictionary = [

@@ -246,6 +246,55 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(answer.response.statusCode, 304, "a request conditional on its own passes untouched")
     }
 
+    /// A caller's own conditional request that may not use the network is answered from the store like any other,
+    /// and fails (nothing sent) when nothing is stored.
+    func testCallersOwnConditionalRequestIsNotSentWhenThePolicyForbidsTheNetwork() async throws {
+        let (manager, _) = cachingManager()
+        let path = "/cache/60"
+        let first = try await get(manager, server.url(path))
+        let conditional = ["If-None-Match": "\"other\""]
+        let stored = try await get(
+            manager, server.url(path), headers: conditional, policy: .returnCacheDataDontLoad)
+        XCTAssertEqual(stored.response.statusCode, 200)
+        XCTAssertEqual(stored.serial, first.serial, "answered from the store")
+        let onlyIfCached = try await get(
+            manager, server.url(path), headers: conditional.merging(["Cache-Control": "only-if-cached"]) { $1 })
+        XCTAssertEqual(onlyIfCached.serial, first.serial, "answered from the store")
+        XCTAssertEqual(received(path).count, 1, "nothing more was sent")
+        do {
+            _ = try await get(
+                manager, server.url("/cache/60?never"), headers: conditional, policy: .returnCacheDataDontLoad)
+            XCTFail("nothing stored and no loading")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(error)")
+        }
+        XCTAssertEqual(received("/cache/60?never").count, 0)
+    }
+
+    /// `only-if-cached` with nothing stored that may answer gets the cache's own empty 504 (RFC 9111 5.2.1.7), and
+    /// nothing is sent; a stored response that needs validation does not answer it either.
+    func testOnlyIfCachedWithNothingToServeIsAnswered504() async throws {
+        let (manager, _) = cachingManager()
+        let serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(200..<600)
+        manager.responseSerializer = serializer
+        let onlyIfCached = ["Cache-Control": "only-if-cached"]
+        let never = try await get(manager, server.url("/cache/60?never"), headers: onlyIfCached)
+        XCTAssertEqual(never.response.statusCode, 504)
+        XCTAssertEqual(never.response.value(forHTTPHeaderField: "Content-Length"), "0")
+        XCTAssertEqual(received("/cache/60?never").count, 0, "nothing was sent")
+        let stale = query([("Cache-Control", "max-age=60"), ("Age", "3600")])
+        _ = try await get(manager, server.url(stale))
+        let staleAnswer = try await get(manager, server.url(stale), headers: onlyIfCached)
+        XCTAssertEqual(staleAnswer.response.statusCode, 504, "a stale response needs the network")
+        XCTAssertEqual(received(stale).count, 1)
+        let fresh = try await get(manager, server.url("/cache/60?fresh"))
+        let freshAnswer = try await get(manager, server.url("/cache/60?fresh"), headers: onlyIfCached)
+        XCTAssertEqual(freshAnswer.response.statusCode, 200)
+        XCTAssertEqual(freshAnswer.serial, fresh.serial)
+        XCTAssertEqual(received("/cache/60?fresh").count, 1)
+    }
+
     // MARK: - Vary, authentication, unsafe methods, policy
 
     func testVarySelectsByTheNamedRequestFields() async throws {
@@ -777,24 +826,24 @@ final class HTTPCachingTests: LoopbackTestCase {
     }
 
     /// A range the stored response cannot answer (several ranges) goes to the server, unless the policy or
-    /// `only-if-cached` forbids the network: then nothing is sent.
+    /// `only-if-cached` forbids the network: then nothing is sent (the policy fails it, `only-if-cached` gets a 504).
     func testARangeTheStoreCannotAnswerIsNotSentWhenTheNetworkIsForbidden() async throws {
         let (manager, _) = cachingManager()
-        manager.responseSerializer = HTTPResponseSerializer()
+        let serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(200..<300).union(IndexSet(integer: 504))
+        manager.responseSerializer = serializer
         let path = "/cache/60"
         _ = try await get(manager, server.url(path))
-        let forbidding: [(URLRequest.CachePolicy, [String: String])] = [
-            (.returnCacheDataDontLoad, ["Range": "bytes=0-1,3-4"]),
-            (.useProtocolCachePolicy, ["Range": "bytes=0-1,3-4", "Cache-Control": "only-if-cached"]),
-        ]
-        for (policy, headers) in forbidding {
-            do {
-                _ = try await get(manager, server.url(path), headers: headers, policy: policy)
-                XCTFail("\(policy) \(headers) was answered")
-            } catch {
-                XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(policy) \(headers)")
-            }
+        do {
+            _ = try await get(
+                manager, server.url(path), headers: ["Range": "bytes=0-1,3-4"], policy: .returnCacheDataDontLoad)
+            XCTFail("a range the store cannot answer was answered under .returnCacheDataDontLoad")
+        } catch {
+            XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(error)")
         }
+        let onlyIfCached = try await get(
+            manager, server.url(path), headers: ["Range": "bytes=0-1,3-4", "Cache-Control": "only-if-cached"])
+        XCTAssertEqual(onlyIfCached.response.statusCode, 504)
         XCTAssertEqual(received(path).count, 1, "nothing more was sent")
         _ = try? await get(manager, server.url(path), headers: ["Range": "bytes=0-1,3-4"])
         XCTAssertEqual(received(path).count, 2, "allowed to load: sent as it is")

@@ -62,20 +62,6 @@ final class ProxyTunnelTests: WebSocketTestCase {
         return manager
     }
 
-    /// Runs `body` with environment variables set (nil: unset), and puts back what was there, whatever happens.
-    private func withEnvironment<T>(_ values: [String: String?], _ body: () async throws -> T) async rethrows -> T {
-        let names = ["ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy", "http_proxy", "HTTPS_PROXY", "https_proxy"]
-        let saved = Dictionary(uniqueKeysWithValues: names.map { ($0, ProcessInfo.processInfo.environment[$0]) })
-        for name in names { unsetenv(name) }
-        for (name, value) in values { if let value { setenv(name, value, 1) } }
-        defer {
-            for (name, value) in saved {
-                if let value { setenv(name, value, 1) } else { unsetenv(name) }
-            }
-        }
-        return try await body()
-    }
-
     // MARK: - HTTP requests through SOCKS5
 
     func testTheConfigurationsSOCKSKeysCarryHTTPAndHTTPSRequests() async throws {
@@ -141,11 +127,11 @@ final class ProxyTunnelTests: WebSocketTestCase {
     func testALLPROXYWithSocks5hAndSocks5() async throws {
         let proxy = try await startProxy(.socks5())
         let origin = try await startOrigin()
-        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)"]) {
+        try await withProxyEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)"]) {
             _ = try await httpManager(proxy: nil).get("http://localhost:\(origin.port)/get?h")
         }
         XCTAssertEqual(proxy.destinations, ["localhost:\(origin.port)"], "socks5h: the proxy resolves the name")
-        try await withEnvironment(["all_proxy": "socks5://127.0.0.1:\(proxy.port)"]) {
+        try await withProxyEnvironment(["all_proxy": "socks5://127.0.0.1:\(proxy.port)"]) {
             _ = try await httpManager(proxy: nil).get("http://localhost:\(origin.port)/get?local")
         }
         XCTAssertEqual(proxy.destinations.count, 2)
@@ -166,7 +152,7 @@ final class ProxyTunnelTests: WebSocketTestCase {
         for variable in ["https_proxy", "HTTPS_PROXY", "ALL_PROXY"] {
             // A proxy of its own per variable: a tunnel through another proxy is not reused.
             let proxy = try await startProxy(.httpConnect)
-            let response = try await withEnvironment([variable: "http://127.0.0.1:\(proxy.port)"]) {
+            let response = try await withProxyEnvironment([variable: "http://127.0.0.1:\(proxy.port)"]) {
                 try await manager.get("https://localhost:\(origin.port)/get?\(variable)")
             }
             XCTAssertEqual(response.statusCode, 200, variable)
@@ -180,13 +166,13 @@ final class ProxyTunnelTests: WebSocketTestCase {
         let origin = try await startOrigin()
         // Two hosts, so that the second request does not reuse the first one's tunnel.
         let (byName, byAddress) = ("http://localhost:\(origin.port)/get", origin.url("/get").absoluteString)
-        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)"]) {
+        try await withProxyEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)"]) {
             _ = try await httpManager(proxy: nil).get(byName + "?env")
             _ = try await httpManager(proxy: socksKeys(proxy.port)).get(byAddress + "?keys")
         }
         XCTAssertEqual(proxy.destinations, ["localhost:\(origin.port)", "127.0.0.1:\(origin.port)"], "both proxied")
         let noProxy = "localhost,127.0.0.1"
-        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
+        try await withProxyEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
             _ = try await httpManager(proxy: nil).get(byName + "?env-direct")
             _ = try await httpManager(proxy: socksKeys(proxy.port)).get(byAddress + "?keys-direct")
         }
@@ -197,7 +183,7 @@ final class ProxyTunnelTests: WebSocketTestCase {
     func testAnUnreachableProxyFromTheEnvironmentIsAnError() async throws {
         let origin = try await startOrigin()
         let port = try await closedPort()
-        try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(port)"]) {
+        try await withProxyEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(port)"]) {
             _ = await expectURLError(.cannotConnectToHost) {
                 _ = try await httpManager(proxy: nil).get(origin.url("/get").absoluteString)
             }
@@ -264,7 +250,7 @@ final class ProxyTunnelTests: WebSocketTestCase {
         let server = try await startServer()
         let url = try XCTUnwrap(URL(string: "ws://localhost:\(server.port)/echo"))
         for noProxy in [nil, "localhost"] {
-            try await withEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
+            try await withProxyEnvironment(["ALL_PROXY": "socks5h://127.0.0.1:\(proxy.port)", "NO_PROXY": noProxy]) {
                 let (manager, completions) = makeManager()
                 let task = manager.webSocketTask(with: url)
                 task.resume()

@@ -343,7 +343,8 @@ final class CurlTaskDriver: @unchecked Sendable {
         let settings = environment.settings
         let plan = observed.write {
             $0.machine.planAttempt(
-                of: request.url, proxy: { self.proxy(for: request.url) }, resourceTimeout: settings.resourceTimeout,
+                of: request.url, proxy: { self.challengeProxy(for: request.url) },
+                resourceTimeout: settings.resourceTimeout,
                 now: Date())
         }
         guard case .start(let credentials, let remaining) = plan else {
@@ -391,6 +392,9 @@ final class CurlTaskDriver: @unchecked Sendable {
                         .resourceUnavailable,
                         "Nothing is stored in the cache for this request, and its cache policy forbids the network.",
                         url: request.url))
+            case .unsatisfiable:
+                observed.write { $0.currentRequest = current(request) }
+                return serveUnsatisfiable(request.url)
             case .send(let planned):
                 request = planned
             }
@@ -696,6 +700,22 @@ final class CurlTaskDriver: @unchecked Sendable {
         }
     }
 
+    /// Answers a request whose `only-if-cached` nothing stored satisfies with the cache's own 504 (Gateway Timeout),
+    /// empty, without the network (RFC 9111 5.2.1.7).
+    private func serveUnsatisfiable(_ url: URL?) {
+        environment.delegateQueue.async { [self] in
+            guard !observed.read({ $0.machine.isTerminal }) else { return }
+            guard let url,
+                let response = HTTPURLResponse(
+                    url: url, statusCode: 504, httpVersion: "HTTP/1.1", headerFields: ["Content-Length": "0"])
+            else {
+                return finish(URLError(.resourceUnavailable))
+            }
+            deliverHead(response)
+            finish(nil)
+        }
+    }
+
     /// Hands the task a body that did not come from the running transfer (a challenge's, a stored one).
     private func deliverStoredBody(_ body: Data) {
         guard !body.isEmpty, !observed.read({ $0.machine.isTerminal }) else { return }
@@ -756,7 +776,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         _ header: AuthenticationChallengeHeader, of response: HTTPURLResponse, body: Data
     ) {
         let request = requestWithoutCacheFields()
-        let proxyURL = header.isProxy ? proxy(for: request.url).flatMap(URL.init(string:)) : nil
+        let proxyURL = header.isProxy ? challengeProxy(for: request.url).flatMap(URL.init(string:)) : nil
         let space = header.protectionSpace(
             for: request.url ?? response.url ?? URL(fileURLWithPath: "/"), proxyURL: proxyURL)
         let failures = observed.write { $0.machine.challengeRound(proxy: header.isProxy) }
@@ -766,7 +786,7 @@ final class CurlTaskDriver: @unchecked Sendable {
         switch environment.sink.task(self, in: environment.session, didReceive: challenge) {
         case .retry(let credential):
             let answer = CurlTransfer.Credential(credential, scheme: header.scheme, forProxy: header.isProxy)
-            let proxy = header.isProxy ? proxy(for: request.url) : nil
+            let proxy = header.isProxy ? challengeProxy(for: request.url) : nil
             observed.write {
                 $0.machine.answered(with: answer, origin: RedirectState.origin(of: request.url), proxy: proxy)
             }
@@ -850,6 +870,12 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// The configuration's proxy for `url`'s scheme, as `http://host:port`.
     private func proxy(for url: URL?) -> String? {
         url?.scheme?.lowercased() == "https" ? environment.settings.proxies.https : environment.settings.proxies.http
+    }
+
+    /// The proxy a request to `url` goes through: the configuration's, else the one libcurl takes from the
+    /// environment. A 407's protection space is this proxy's, and its credential goes through it only.
+    private func challengeProxy(for url: URL?) -> String? {
+        proxy(for: url) ?? EnvironmentProxy.proxy(for: url)
     }
 
     /// The error of a task that ran past the session's resource timeout.

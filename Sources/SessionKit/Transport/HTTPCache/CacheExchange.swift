@@ -19,8 +19,10 @@ struct CacheExchange {
         /// Answer with this stale stored response, and send this request (conditional when the response has
         /// validators) in the background to bring the stored response up to date (`stale-while-revalidate`).
         case serveStaleAndRevalidate(CacheEntry, URLRequest)
-        /// Nothing stored, and the request may not use the network.
+        /// Nothing stored, and the request's policy may not use the network: it fails.
         case unavailable
+        /// Nothing stored that may answer, and the request's `only-if-cached` forbids the network: answer 504.
+        case unsatisfiable
         /// The `URLCache` must be read, which may read its disk: start again on the delegate queue.
         case readStoreFirst
     }
@@ -117,6 +119,8 @@ struct CacheExchange {
             return .serveStaleAndRevalidate(entry, entry.conditionalRequest(for: request) ?? request)
         case .unavailable:
             return .unavailable
+        case .unsatisfiable:
+            return .unsatisfiable
         case .readStoreFirst:
             return .readStoreFirst
         }

@@ -37,8 +37,11 @@ final class ResponseCache: @unchecked Sendable {
         /// Answer with this stale stored response at once, and revalidate it in the background
         /// (`stale-while-revalidate`).
         case serveStaleAndRevalidate(CacheEntry)
-        /// Nothing stored and the policy forbids the network (`.returnCacheDataDontLoad`, `only-if-cached`).
+        /// Nothing stored and the policy forbids the network (`.returnCacheDataDontLoad`): the request fails.
         case unavailable
+        /// Nothing stored that may answer, and the request's `only-if-cached` forbids the network: the cache answers
+        /// 504 (Gateway Timeout), as RFC 9111 5.2.1.7 says it should (and as OkHttp and Squid do).
+        case unsatisfiable
         /// The `URLCache` must be read and the caller may not (it may read its disk): plan again where it may.
         case readStoreFirst
     }
@@ -71,11 +74,13 @@ final class ResponseCache: @unchecked Sendable {
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
         var (cacheControl, pragma, range): (String?, String?, String?) = (nil, nil, nil)
+        var conditional = false
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
             guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
-            if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) { return .bypass }
-            if name.equalsIgnoringASCIICase("Range") {
+            if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) {
+                conditional = true
+            } else if name.equalsIgnoringASCIICase("Range") {
                 range = value
             } else if name.equalsIgnoringASCIICase("Cache-Control") {
                 cacheControl = value
@@ -85,21 +90,26 @@ final class ResponseCache: @unchecked Sendable {
         }
         let requestControl = CacheEntry.requestControl(cacheControl: cacheControl, pragma: pragma)
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
+        let forbidsNetwork = policy == .returnCacheDataDontLoad || requestControl.onlyIfCached
         switch policy {
-        case .reloadIgnoringLocalCacheData: return range == nil ? .network : .bypass
-        case .reloadIgnoringLocalAndRemoteCacheData: return range == nil ? .networkPastRemoteCaches : .bypass
+        case .reloadIgnoringLocalCacheData: return range == nil && !conditional ? .network : .bypass
+        case .reloadIgnoringLocalAndRemoteCacheData:
+            return range == nil && !conditional ? .networkPastRemoteCaches : .bypass
         default: break
         }
+        // A caller's own conditional request goes out as it is, unless it may not go out at all: then it is answered
+        // as any other, from what is stored (a complete stored response answers a conditional request too).
+        if conditional && !forbidsNetwork { return .bypass }
         let plan = storedPlan(
             for: request, url: url, principal: principal, requestControl: requestControl, policy: policy,
             mayReadStore: mayReadStore, policyKey: policyKey)
         guard let range else { return plan }
         // A partial request: answered by cutting a stored complete response that needs no validation, else sent as it
         // is (a 206 is not stored), unless the policy or `only-if-cached` forbids the network.
-        let mayLoad = policy != .returnCacheDataDontLoad && !requestControl.onlyIfCached
         switch plan {
-        case .serve(let entry): return entry.partial(for: range).map(Plan.serve) ?? (mayLoad ? .bypass : .unavailable)
-        case .unavailable, .readStoreFirst: return plan
+        case .serve(let entry):
+            return entry.partial(for: range).map(Plan.serve) ?? (forbidsNetwork ? refusal(under: policy) : .bypass)
+        case .unavailable, .unsatisfiable, .readStoreFirst: return plan
         default: return .bypass
         }
     }
@@ -144,14 +154,20 @@ final class ResponseCache: @unchecked Sendable {
             return revalidation(of: entry, for: request)
         case (_, let entry?):
             if entry.isUsableWithoutValidation(under: requestControl, at: now) { return .serve(entry) }
-            if requestControl.onlyIfCached { return .unavailable }
+            if requestControl.onlyIfCached { return .unsatisfiable }
             if entry.mayServeWhileRevalidating(under: requestControl, at: now) {
                 return .serveStaleAndRevalidate(entry)
             }
             return revalidation(of: entry, for: request)
         case (_, nil):
-            return requestControl.onlyIfCached ? .unavailable : .network
+            return requestControl.onlyIfCached ? .unsatisfiable : .network
         }
+    }
+
+    /// What a request that may not use the network and that nothing stored answers gets: an error under
+    /// `.returnCacheDataDontLoad` (as URLSession fails it), a 504 under the request's `only-if-cached`.
+    private func refusal(under policy: URLRequest.CachePolicy) -> Plan {
+        policy == .returnCacheDataDontLoad ? .unavailable : .unsatisfiable
     }
 
     private func revalidation(of entry: CacheEntry, for request: URLRequest) -> Plan {

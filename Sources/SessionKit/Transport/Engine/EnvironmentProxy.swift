@@ -1,0 +1,87 @@
+import Foundation
+
+/// The proxy libcurl 7.88 takes from the environment for a URL when the configuration names none: `http_proxy` for
+/// `http` (never `HTTP_PROXY`, which a CGI program's `Proxy:` request field could set), `https_proxy` or
+/// `HTTPS_PROXY` for `https`, else `all_proxy` or `ALL_PROXY`; none for a host `no_proxy` (or `NO_PROXY`) names.
+///
+/// The transfer leaves the choice to libcurl; the task needs the same answer to say whose protection space a 407
+/// challenge is (the proxy's, not the origin's) and to bind the proxy's credential to that proxy.
+enum EnvironmentProxy {
+    /// The proxy for `url` as `scheme://host:port` (libcurl's default port when it gives none: 1080, 443 for an
+    /// `https` proxy), or nil when `url` goes direct.
+    static func proxy(for url: URL?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+        guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host
+        else { return nil }
+        if let noProxy = environment["no_proxy"] ?? environment["NO_PROXY"], bypasses(host, noProxy) { return nil }
+        let name = "\(scheme)_proxy"
+        var value = environment[name]
+        if value == nil, name != "http_proxy" { value = environment[name.uppercased()] }
+        guard let proxy = value ?? environment["all_proxy"] ?? environment["ALL_PROXY"], !proxy.isEmpty else {
+            return nil
+        }
+        return normalized(proxy)
+    }
+
+    /// `proxy` with a scheme and a port: `proxy:3128` is `http://proxy:3128`, `http://proxy` is `http://proxy:1080`.
+    static func normalized(_ proxy: String) -> String? {
+        let withScheme = proxy.contains("://") ? proxy : "http://" + proxy
+        guard var components = URLComponents(string: withScheme), let host = components.host, !host.isEmpty else {
+            return nil
+        }
+        let scheme = components.scheme?.lowercased() ?? "http"
+        if components.port == nil { components.port = scheme == "https" ? 443 : 1080 }
+        components.scheme = scheme
+        components.path = ""
+        components.query = nil
+        components.fragment = nil
+        return components.string
+    }
+
+    /// Whether `noProxy` (a list of names, addresses and IPv4 ranges, separated by commas or white space; `*` for
+    /// all) makes `host` go direct: a name matches itself and the names that end with it after a dot (a leading dot
+    /// is ignored), an address only itself or its range, case aside.
+    static func bypasses(_ host: String, _ noProxy: String) -> Bool {
+        let trimmed = noProxy.trimmingCharacters(in: .whitespaces)
+        if trimmed == "*" { return true }
+        var name = host.lowercased()
+        if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
+        if name.hasSuffix(".") { name.removeLast() }
+        let address = ipv4Value(name)
+        let isAddress = address != nil || name.contains(":")
+        let separators = CharacterSet(charactersIn: ", \t")
+        for token in trimmed.components(separatedBy: separators) where !token.isEmpty {
+            var token = token.lowercased()
+            if isAddress {
+                if let slash = token.firstIndex(of: "/") {
+                    if let address, let network = ipv4Value(String(token[..<slash])),
+                        let bits = Int(token[token.index(after: slash)...]), (0...32).contains(bits)
+                    {
+                        let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << (32 - bits)
+                        if address & mask == network & mask { return true }
+                    }
+                } else if token == name {
+                    return true
+                }
+                continue
+            }
+            if token.hasPrefix(".") { token.removeFirst() }
+            if token.hasSuffix(".") { token.removeLast() }
+            guard !token.isEmpty else { continue }
+            if name == token || name.hasSuffix("." + token) { return true }
+        }
+        return false
+    }
+
+    /// The value of a dotted IPv4 address (four decimal parts, each at most 255), or nil.
+    private static func ipv4Value(_ text: String) -> UInt32? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4 else { return nil }
+        var value: UInt32 = 0
+        for part in parts {
+            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }), let byte = UInt8(part)
+            else { return nil }
+            value = value << 8 | UInt32(byte)
+        }
+        return value
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+import XCTest
+
+@testable import SessionKit
+
+/// The proxy libcurl 7.88 takes from the environment, as ``EnvironmentProxy`` works it out for a 407's protection
+/// space: the variables in libcurl's order, `no_proxy`'s matching, and the default port.
+final class EnvironmentProxyTests: XCTestCase {
+    private func proxy(_ url: String, _ environment: [String: String]) -> String? {
+        EnvironmentProxy.proxy(for: URL(string: url), environment: environment)
+    }
+
+    func testTheVariablesInLibcurlsOrder() {
+        XCTAssertEqual(proxy("http://a.test/", ["http_proxy": "http://p:1"]), "http://p:1")
+        XCTAssertNil(proxy("http://a.test/", ["HTTP_PROXY": "http://p:1"]), "HTTP_PROXY is never read (httpoxy)")
+        XCTAssertEqual(proxy("https://a.test/", ["HTTPS_PROXY": "http://p:2"]), "http://p:2")
+        XCTAssertEqual(
+            proxy("https://a.test/", ["https_proxy": "http://p:3", "HTTPS_PROXY": "http://p:2"]), "http://p:3")
+        XCTAssertEqual(proxy("https://a.test/", ["ALL_PROXY": "socks5h://p:4"]), "socks5h://p:4")
+        XCTAssertEqual(proxy("http://a.test/", ["all_proxy": "http://p:5", "ALL_PROXY": "http://p:4"]), "http://p:5")
+        XCTAssertNil(proxy("http://a.test/", ["http_proxy": "", "all_proxy": "http://p:5"]), "empty: no proxy")
+        XCTAssertNil(proxy("http+unix://%2Ftmp%2Fs/x", ["all_proxy": "http://p:5"]), "a socket goes direct")
+        XCTAssertNil(proxy("http://a.test/", [:]))
+    }
+
+    func testTheDefaultSchemeAndPort() {
+        XCTAssertEqual(EnvironmentProxy.normalized("proxy.test:3128"), "http://proxy.test:3128")
+        XCTAssertEqual(EnvironmentProxy.normalized("http://proxy.test"), "http://proxy.test:1080")
+        XCTAssertEqual(EnvironmentProxy.normalized("HTTPS://proxy.test/"), "https://proxy.test:443")
+        XCTAssertEqual(EnvironmentProxy.normalized("http://user:pw@proxy.test:8080"), "http://user:pw@proxy.test:8080")
+        XCTAssertNil(EnvironmentProxy.normalized("http://"))
+    }
+
+    func testNoProxyMatching() {
+        let bypasses = EnvironmentProxy.bypasses
+        XCTAssertTrue(bypasses("a.test", "*"))
+        XCTAssertTrue(bypasses("a.test", " a.test "))
+        XCTAssertTrue(bypasses("www.a.test", "a.test"))
+        XCTAssertTrue(bypasses("www.a.test", ".a.test"))
+        XCTAssertTrue(bypasses("WWW.A.test.", "x.test, a.TEST"))
+        XCTAssertFalse(bypasses("xa.test", "a.test"), "a suffix only after a dot")
+        XCTAssertFalse(bypasses("a.test", "www.a.test"))
+        XCTAssertFalse(bypasses("a.test", "*.a.test, b"), "no wildcard but the whole list")
+        XCTAssertTrue(bypasses("10.1.2.3", "localhost\t10.0.0.0/8"))
+        XCTAssertFalse(bypasses("11.1.2.3", "10.0.0.0/8"))
+        XCTAssertTrue(bypasses("192.168.1.7", "192.168.1.7"))
+        XCTAssertFalse(bypasses("192.168.1.7", "168.1.7"), "an address matches itself, not a suffix")
+        XCTAssertTrue(bypasses("[::1]", "::1"))
+        XCTAssertTrue(bypasses("0.0.0.1", "0.0.0.0/0"))
+    }
+}
