@@ -450,6 +450,30 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(first.serial, again.serial)
     }
 
+    /// A response that Linux's `URLCache` reads from disk (stored by an earlier run) is brought into its memory, so
+    /// that later requests do not read the disk again: fresh, or confirmed by a revalidation that writes nothing.
+    func testAResponseReadFromDiskIsKeptInMemoryAfterwards() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("sk-cache-disk-\(UUID())")
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let (writer, _) = cachingManager(directory: directory)
+        let fresh = "/cache/600?memory"
+        let revalidated = "/bytes/100"  // an entity tag, no freshness, and the same 200 again to a conditional request
+        let first = try await get(writer, server.url(fresh))
+        writer.responseSerializer = HTTPResponseSerializer()
+        _ = try await get(writer, server.url(revalidated))
+        for path in [fresh, revalidated] {
+            // A new URLCache on the directory, as in a new process: its memory is empty.
+            let (reader, cache) = cachingManager(directory: directory)
+            if path == revalidated { reader.responseSerializer = HTTPResponseSerializer() }
+            XCTAssertEqual(cache.currentMemoryUsage, 0)
+            let answer = try await get(reader, server.url(path))
+            XCTAssertGreaterThan(cache.currentMemoryUsage, 0, "\(path): read from disk, kept in memory")
+            if path == fresh { XCTAssertEqual(answer.serial, first.serial, "served from the store") }
+        }
+        XCTAssertEqual(received(fresh).count, 1)
+        XCTAssertEqual(received(revalidated).count, 2, "revalidated")
+    }
+
     func testDownloadTaskIsAnsweredFromTheCacheIntoItsFile() async throws {
         let (manager, _) = cachingManager()
         var contents: [Data] = []

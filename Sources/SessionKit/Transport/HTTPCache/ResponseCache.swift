@@ -135,6 +135,7 @@ final class ResponseCache: @unchecked Sendable {
             }
             // Only when nothing at all is stored under the URL's key (another query or variant may be).
             if stored == nil, policy == .useProtocolCachePolicy { index.markAbsent(key) }
+            if let stored, entry != nil { keepInMemory(stored, for: request, key: key) }
         }
         let now = Date()
         switch (policy, entry) {
@@ -200,7 +201,22 @@ final class ResponseCache: @unchecked Sendable {
             store.removeCachedResponse(for: request)
             store.storeCachedResponse(response, for: request)
         }
-        index.markPresent(CacheEntry.withoutFragment(url))
+        index.markPresent(CacheEntry.withoutFragment(url), storing: response)
+    }
+
+    /// Stores again, once in a while, a stored response that Linux's `URLCache` read from its disk, so that its
+    /// memory answers the next requests for it.
+    ///
+    /// Its memory holds what was stored in this process only: a response stored by an earlier run, or one its memory
+    /// let go, is read from disk at every request (its directory listed, the file read, the archive decoded: over a
+    /// millisecond, more the more it holds), and a revalidation that brings the same response again writes nothing.
+    /// Its memory returns the very object it was given, so an object the caches of this `URLCache` did not store came
+    /// from disk (or from someone else's store).
+    private func keepInMemory(_ stored: CachedURLResponse, for request: URLRequest, key: String) {
+        guard stored.data.count + 4096 < store.memoryCapacity, index.shouldKeepInMemory(stored, key: key) else {
+            return
+        }
+        save(stored, for: request)
     }
 
     /// Drops what is stored for `url` after an unsafe method changed it (RFC 9111 4.4), unless the URL was found
@@ -218,11 +234,15 @@ final class ResponseCache: @unchecked Sendable {
         // @unchecked Sendable: `emptyUntil` and `revalidating` are `Protected` boxes; `store` is only compared.
 
         private static let absentFor: TimeInterval = 5
+        private static let keptFor: TimeInterval = 60
         private static let capacity = 4096
         private static let indexes = Protected<[ObjectIdentifier: Index]>([:])
 
         private weak var store: URLCache?
         private let emptyUntil = Protected<[String: Date]>([:])
+        /// For each URL stored: the object stored (what the `URLCache`'s memory returns while it holds it), and when
+        /// it was last stored again only to bring it back into memory.
+        private let stored = Protected<[String: (object: ObjectIdentifier, keptAt: Date?)]>([:])
         private let storeLock = NSLock()
         /// The URLs being revalidated in the background.
         private let revalidating = Protected<Set<String>>([])
@@ -261,7 +281,29 @@ final class ResponseCache: @unchecked Sendable {
             }
         }
 
-        func markPresent(_ key: String) { _ = emptyUntil.write { $0.removeValue(forKey: key) } }
+        /// `response` was stored for `key`.
+        func markPresent(_ key: String, storing response: CachedURLResponse) {
+            emptyUntil.write { _ = $0.removeValue(forKey: key) }
+            stored.write { stored in
+                if stored.count >= Self.capacity, stored[key] == nil { stored.removeAll() }
+                stored[key] = (ObjectIdentifier(response), stored[key]?.keptAt)
+            }
+        }
+
+        /// Whether `response`, found for `key`, should be stored again to bring it into the `URLCache`'s memory: it
+        /// is not the object stored last, and it was not brought back in the last minute (a memory too small for the
+        /// URLs in use would otherwise have every read followed by a write).
+        func shouldKeepInMemory(_ response: CachedURLResponse, key: String) -> Bool {
+            let now = Date()
+            return stored.write { stored in
+                let known = stored[key]
+                if known?.object == ObjectIdentifier(response) { return false }
+                if let keptAt = known?.keptAt, now.timeIntervalSince(keptAt) < Self.keptFor { return false }
+                if stored.count >= Self.capacity, known == nil { stored.removeAll() }
+                stored[key] = (ObjectIdentifier(response), now)
+                return true
+            }
+        }
 
         func beginRevalidation(_ key: String) -> Bool { revalidating.write { $0.insert(key).inserted } }
 
