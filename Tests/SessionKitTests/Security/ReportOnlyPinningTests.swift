@@ -101,6 +101,20 @@ final class ReportOnlyPinningTests: XCTestCase {
         }
     }
 
+    /// OpenSSL calls back at the leaf once for each error it meets there (a self-signed leaf: its own issuer is not
+    /// trusted) and once more for the leaf itself: the policy decides once per handshake, so one report per connection.
+    func testAMismatchOnAChainOpenSSLCannotVerifyIsReportedOncePerConnection() async throws {
+        let server = try await LoopbackServer.start(tls: TestCertificates.served("self-signed"))
+        defer { Task { try? await server.shutdown() } }
+        let monitor = PinningReportMonitor()
+        let manager = manager(server, policy: policy(reportsOnly: true), monitors: [monitor])
+        defer { manager.invalidateSessionCancelingTasks(true, resetSession: false) }
+        let result = try await manager.get("/get")
+        XCTAssertEqual(result.statusCode, 200)
+        await monitor.flush()
+        XCTAssertEqual(monitor.reports.count, 1, "\(monitor.reports.map(\.report.reason))")
+    }
+
     func testWithoutReportsOnlyAMismatchIsRefusedBeforeAnyRequest() async throws {
         let server = try await LoopbackServer.start(tls: TestCertificates.localhost)
         defer { Task { try? await server.shutdown() } }

@@ -18,6 +18,8 @@ final class HandshakeCheck: @unchecked Sendable {
     private(set) var evaluated = false
     private(set) var accepted = false
     private(set) var refusal: SecurityPolicy.Refusal?
+    /// The chain the policy decided on.
+    private var decidedChain: [Data]?
     /// The certificate and key presented when the server asks for one (mutual TLS).
     let identity: ClientIdentity?
     /// Whether the server asked for a client certificate in a handshake of this check.
@@ -101,6 +103,10 @@ final class HandshakeCheck: @unchecked Sendable {
         let check = Unmanaged<HandshakeCheck>.fromOpaque(raw).takeUnretainedValue()
         EngineThread.check("HandshakeCheck's verify callback")
         let trust = ServerTrust(verifying: store)
+        // OpenSSL calls back at the leaf once for each error it finds there (no issuer in its store, a name that does
+        // not match) and once more when it checks the leaf's signature: the policy decides once per chain (each
+        // decision verifies the chain again, and a report-only pin mismatch is reported once).
+        if check.evaluated, check.decidedChain == trust.certificateChain { return check.accepted ? 1 : 0 }
         var refusal = check.policy.decide(trust, forDomain: check.host)
         if let mismatch = refusal, mismatch.isPinMismatch, check.policy.reportsOnly {
             // Report-only pins: the connection goes on, and the request's monitors hear of it.
@@ -109,6 +115,7 @@ final class HandshakeCheck: @unchecked Sendable {
             check.onPinningReport?(PinningReport(host: host, certificateChain: chain, reason: mismatch.reason))
         }
         check.evaluated = true
+        check.decidedChain = trust.certificateChain
         check.accepted = refusal == nil
         check.refusal = refusal
         return refusal == nil ? 1 : 0
