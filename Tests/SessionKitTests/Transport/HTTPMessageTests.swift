@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import SessionKit
 import SessionKitTestSupport
 import XCTest
@@ -63,6 +64,35 @@ final class HTTPMessageTests: RawServerTestCase {
             XCTAssertEqual(result.statusCode, status, head.debugDescription)
             XCTAssertEqual(String(decoding: result.data, as: UTF8.self), "ok")
         }
+    }
+
+    /// Interim responses (RFC 9110 15.2: `103 Early Hints`, an unasked `100 Continue`, several in a row) are not the
+    /// response: the final one is, with its own fields only, through the task API and the HTTP core API.
+    func testInterimResponsesBeforeTheFinalOneAreSkipped() async throws {
+        let interim =
+            "HTTP/1.1 100 Continue\r\n\r\n"
+            + "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\nX-Early: 1\r\n\r\n"
+            + "HTTP/1.1 103 Early Hints\r\nLink: </app.js>; rel=preload\r\n\r\n"
+        let server = try await start { _ in
+            .respondAndClose(
+                Data(
+                    (interim + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: 1\r\nConnection: close\r\n\r\nok").utf8
+                ))
+        }
+        let manager = manager(baseURL: server.url())
+        let (response, data, error) = try await run(manager, URLRequest(url: server.url("/hints")))
+        XCTAssertNil(error, "\(String(describing: error))")
+        XCTAssertEqual(response?.statusCode, 200)
+        XCTAssertEqual(data.map { String(decoding: $0, as: UTF8.self) }, "ok")
+        XCTAssertEqual(response?.value(forHTTPHeaderField: "X-Final"), "1")
+        XCTAssertNil(response?.value(forHTTPHeaderField: "X-Early"), "an interim response's fields are not the final's")
+        XCTAssertNil(response?.value(forHTTPHeaderField: "Link"))
+        let (body, head) = try await manager.data(
+            for: HTTPRequest(method: .get, scheme: "http", authority: "127.0.0.1:\(server.port)", path: "/hints-core"))
+        XCTAssertEqual(head.status.code, 200)
+        XCTAssertEqual(String(decoding: body, as: UTF8.self), "ok")
+        XCTAssertNil(head.headerFields[HTTPField.Name("X-Early")!])
+        XCTAssertEqual(head.headerFields[HTTPField.Name("X-Final")!], "1")
     }
 
     func testStatusLineThatIsNotHTTPFailsWithBadServerResponseOnce() async throws {

@@ -231,7 +231,8 @@ final class ResponseCache: @unchecked Sendable {
     /// What the caches of one `URLCache` know of its contents: the URLs found empty, each until a few seconds later
     /// (so that an entry someone else stores is found soon after); a URL stored is forgotten.
     final class Index: @unchecked Sendable {
-        // @unchecked Sendable: `emptyUntil` and `revalidating` are `Protected` boxes; `store` is only compared.
+        // @unchecked Sendable: `emptyUntil`, `stored` and `revalidating` are `Protected` boxes; `store` is only
+        // compared.
 
         private static let absentFor: TimeInterval = 5
         private static let keptFor: TimeInterval = 60
