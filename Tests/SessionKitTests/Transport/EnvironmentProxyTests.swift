@@ -18,7 +18,15 @@ final class EnvironmentProxyTests: XCTestCase {
             proxy("https://a.test/", ["https_proxy": "http://p:3", "HTTPS_PROXY": "http://p:2"]), "http://p:3")
         XCTAssertEqual(proxy("https://a.test/", ["ALL_PROXY": "socks5h://p:4"]), "socks5h://p:4")
         XCTAssertEqual(proxy("http://a.test/", ["all_proxy": "http://p:5", "ALL_PROXY": "http://p:4"]), "http://p:5")
-        XCTAssertNil(proxy("http://a.test/", ["http_proxy": "", "all_proxy": "http://p:5"]), "empty: no proxy")
+        XCTAssertEqual(
+            proxy("http://a.test/", ["http_proxy": "", "all_proxy": "http://p:5"]), "http://p:5",
+            "empty is unset, as libcurl's curl_getenv reads it")
+        XCTAssertEqual(proxy("https://a.test/", ["https_proxy": "", "HTTPS_PROXY": "http://p:2"]), "http://p:2")
+        XCTAssertNil(proxy("https://a.test/", ["all_proxy": "", "ALL_PROXY": ""]))
+        XCTAssertNil(proxy("https://a.test/", ["no_proxy": "", "NO_PROXY": "a.test", "https_proxy": "http://p:3"]))
+        XCTAssertTrue(
+            EnvironmentProxy.goesDirect(URL(string: "http://www.a.test/"), environment: ["NO_PROXY": "a.test"]))
+        XCTAssertFalse(EnvironmentProxy.goesDirect(URL(string: "http://b.test/"), environment: ["NO_PROXY": "a.test"]))
         XCTAssertNil(proxy("http+unix://%2Ftmp%2Fs/x", ["all_proxy": "http://p:5"]), "a socket goes direct")
         XCTAssertNil(proxy("http://a.test/", [:]))
     }
@@ -34,6 +42,7 @@ final class EnvironmentProxyTests: XCTestCase {
     func testNoProxyMatching() {
         let bypasses = EnvironmentProxy.bypasses
         XCTAssertTrue(bypasses("a.test", "*"))
+        XCTAssertFalse(bypasses("a.test", " * "), "`*` for all only as the whole value, as libcurl compares it")
         XCTAssertTrue(bypasses("a.test", " a.test "))
         XCTAssertTrue(bypasses("www.a.test", "a.test"))
         XCTAssertTrue(bypasses("www.a.test", ".a.test"))
@@ -46,6 +55,8 @@ final class EnvironmentProxyTests: XCTestCase {
         XCTAssertTrue(bypasses("192.168.1.7", "192.168.1.7"))
         XCTAssertFalse(bypasses("192.168.1.7", "168.1.7"), "an address matches itself, not a suffix")
         XCTAssertTrue(bypasses("[::1]", "::1"))
-        XCTAssertTrue(bypasses("0.0.0.1", "0.0.0.0/0"))
+        XCTAssertFalse(bypasses("0.0.0.1", "0.0.0.0/0"), "libcurl's Curl_cidr4_match: /0 is the address itself")
+        XCTAssertTrue(bypasses("0.0.0.0", "0.0.0.0/0"))
+        XCTAssertTrue(bypasses("10.1.2.3", "10.1.2.3/32"))
     }
 }

@@ -271,6 +271,45 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received("/cache/60?never").count, 0)
     }
 
+    /// `only-if-cached` keeps the request off the network under every cache policy, and a precondition (`If-Range`,
+    /// `If-Match`, `If-Unmodified-Since`) that may not reach the server is not answered from the store (RFC 9111
+    /// 4.3.2: the origin evaluates it): a 504 under `only-if-cached`, the error under `.returnCacheDataDontLoad`.
+    func testOnlyIfCachedAndPreconditionsKeepEveryPolicyOffTheNetwork() async throws {
+        let (manager, _) = cachingManager()
+        let serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(200..<600)
+        manager.responseSerializer = serializer
+        let path = "/cache/60"
+        _ = try await get(manager, server.url(path))
+        let onlyIfCached = ["Cache-Control": "only-if-cached"]
+        let policies: [URLRequest.CachePolicy] = [
+            .reloadIgnoringLocalCacheData, .reloadIgnoringLocalAndRemoteCacheData, .reloadRevalidatingCacheData,
+        ]
+        for policy in policies {
+            let answer = try await get(manager, server.url(path), headers: onlyIfCached, policy: policy)
+            XCTAssertEqual(answer.response.statusCode, 504, "\(policy)")
+            let conditional = try await get(
+                manager, server.url(path), headers: onlyIfCached.merging(["If-None-Match": "\"x\""]) { $1 },
+                policy: policy)
+            XCTAssertEqual(conditional.response.statusCode, 504, "\(policy), conditional")
+        }
+        for precondition in [
+            ["If-Range": "\"other\"", "Range": "bytes=0-1"], ["If-Match": "\"other\""],
+            ["If-Unmodified-Since": "Sat, 01 Jan 2000 00:00:00 GMT"],
+        ] {
+            let answer = try await get(
+                manager, server.url(path), headers: onlyIfCached.merging(precondition) { $1 })
+            XCTAssertEqual(answer.response.statusCode, 504, "\(precondition)")
+            do {
+                _ = try await get(manager, server.url(path), headers: precondition, policy: .returnCacheDataDontLoad)
+                XCTFail("\(precondition) was answered from the store")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(precondition): \(error)")
+            }
+        }
+        XCTAssertEqual(received(path).count, 1, "nothing more was sent")
+    }
+
     /// `only-if-cached` with nothing stored that may answer gets the cache's own empty 504 (RFC 9111 5.2.1.7), and
     /// nothing is sent; a stored response that needs validation does not answer it either.
     func testOnlyIfCachedWithNothingToServeIsAnswered504() async throws {

@@ -873,9 +873,13 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     /// The proxy a request to `url` goes through: the configuration's, else the one libcurl takes from the
-    /// environment. A 407's protection space is this proxy's, and its credential goes through it only.
+    /// environment; none for a host `no_proxy` names. A 407's protection space is this proxy's, and its credential
+    /// goes through it only.
     private func challengeProxy(for url: URL?) -> String? {
-        proxy(for: url) ?? EnvironmentProxy.proxy(for: url)
+        guard let scheme = url?.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            !EnvironmentProxy.goesDirect(url)
+        else { return nil }
+        return proxy(for: url) ?? EnvironmentProxy.proxy(for: url)
     }
 
     /// The error of a task that ran past the session's resource timeout.

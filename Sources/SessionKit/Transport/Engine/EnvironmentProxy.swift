@@ -10,16 +10,23 @@ enum EnvironmentProxy {
     /// The proxy for `url` as `scheme://host:port` (libcurl's default port when it gives none: 1080, 443 for an
     /// `https` proxy), or nil when `url` goes direct.
     static func proxy(for url: URL?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
-        guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https", let host = url.host
+        guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
+            !goesDirect(url, environment: environment)
         else { return nil }
-        if let noProxy = environment["no_proxy"] ?? environment["NO_PROXY"], bypasses(host, noProxy) { return nil }
+        // libcurl's `curl_getenv` takes an empty variable for an unset one.
+        func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let name = "\(scheme)_proxy"
-        var value = environment[name]
-        if value == nil, name != "http_proxy" { value = environment[name.uppercased()] }
-        guard let proxy = value ?? environment["all_proxy"] ?? environment["ALL_PROXY"], !proxy.isEmpty else {
-            return nil
-        }
+        let value = variable(name) ?? (name == "http_proxy" ? nil : variable(name.uppercased()))
+        guard let proxy = value ?? variable("all_proxy") ?? variable("ALL_PROXY") else { return nil }
         return normalized(proxy)
+    }
+
+    /// Whether `url`'s host is one `no_proxy` (or `NO_PROXY`) names: libcurl then reaches it directly, past the
+    /// configuration's proxy too.
+    static func goesDirect(_ url: URL?, environment: [String: String] = ProcessInfo.processInfo.environment) -> Bool {
+        guard let host = url?.host else { return false }
+        let noProxy = [environment["no_proxy"], environment["NO_PROXY"]].lazy.compactMap { $0 }.first { !$0.isEmpty }
+        return noProxy.map { bypasses(host, $0) } ?? false
     }
 
     /// `proxy` with a scheme and a port: `proxy:3128` is `http://proxy:3128`, `http://proxy` is `http://proxy:1080`.
@@ -37,26 +44,26 @@ enum EnvironmentProxy {
         return components.string
     }
 
-    /// Whether `noProxy` (a list of names, addresses and IPv4 ranges, separated by commas or white space; `*` for
-    /// all) makes `host` go direct: a name matches itself and the names that end with it after a dot (a leading dot
+    /// Whether `noProxy` (a list of names, addresses and IPv4 ranges, separated by commas or white space; `*` alone
+    /// for all) makes `host` go direct: a name matches itself and the names that end with it after a dot (a leading dot
     /// is ignored), an address only itself or its range, case aside.
     static func bypasses(_ host: String, _ noProxy: String) -> Bool {
-        let trimmed = noProxy.trimmingCharacters(in: .whitespaces)
-        if trimmed == "*" { return true }
+        if noProxy == "*" { return true }
         var name = host.lowercased()
         if name.hasPrefix("["), name.hasSuffix("]") { name = String(name.dropFirst().dropLast()) }
         if name.hasSuffix(".") { name.removeLast() }
         let address = ipv4Value(name)
         let isAddress = address != nil || name.contains(":")
         let separators = CharacterSet(charactersIn: ", \t")
-        for token in trimmed.components(separatedBy: separators) where !token.isEmpty {
+        for token in noProxy.components(separatedBy: separators) where !token.isEmpty {
             var token = token.lowercased()
             if isAddress {
                 if let slash = token.firstIndex(of: "/") {
                     if let address, let network = ipv4Value(String(token[..<slash])),
                         let bits = Int(token[token.index(after: slash)...]), (0...32).contains(bits)
                     {
-                        let mask: UInt32 = bits == 0 ? 0 : ~UInt32(0) << (32 - bits)
+                        // As libcurl's `Curl_cidr4_match`: `/0` and `/32` compare the whole address.
+                        let mask: UInt32 = bits == 0 ? ~0 : ~UInt32(0) << (32 - bits)
                         if address & mask == network & mask { return true }
                     }
                 } else if token == name {

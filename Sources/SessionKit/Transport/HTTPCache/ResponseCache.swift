@@ -44,6 +44,15 @@ final class ResponseCache: @unchecked Sendable {
         case unsatisfiable
         /// The `URLCache` must be read and the caller may not (it may read its disk): plan again where it may.
         case readStoreFirst
+
+        /// Whether the plan sends the request (stale-while-revalidate serves first, and is never planned under
+        /// `only-if-cached`).
+        var usesNetwork: Bool {
+            switch self {
+            case .network, .networkPastRemoteCaches, .bypass, .revalidate: return true
+            case .serve, .serveStaleAndRevalidate, .unavailable, .unsatisfiable, .readStoreFirst: return false
+            }
+        }
     }
 
     let store: URLCache
@@ -59,14 +68,17 @@ final class ResponseCache: @unchecked Sendable {
         self.index = Index.shared(for: store)
     }
 
-    /// Fields that make a request conditional: such a request is passed on as it is.
-    private static let callerFields = [
-        "If-Range", "If-None-Match", "If-Modified-Since", "If-Match", "If-Unmodified-Since",
-    ]
+    /// Fields that make a request conditional on the representation the caller holds: such a request is passed on as
+    /// it is (when it may go out; else a stored response answers it, a 200 answering it too).
+    private static let validatorFields = ["If-None-Match", "If-Modified-Since"]
+    /// Preconditions, for the origin server alone to evaluate (RFC 9111 4.3.2): a request with one is passed on as it
+    /// is, and never answered from the store (an `If-Range` answered from another version would splice two).
+    private static let preconditionFields = ["If-Range", "If-Match", "If-Unmodified-Since"]
 
     /// What to do with `request` (as it goes on the wire, ``CachePrincipal/asSent(_:credential:)``), whose principal
-    /// `principal` gives (computed only when a stored response is found). `policyKey` gives the configuration key of the task's ``SecurityPolicy``: an https response is only
-    /// used again under the policy whose handshake delivered it.
+    /// `principal` gives (computed only when a stored response is found). `policyKey` gives the configuration key of
+    /// the task's ``SecurityPolicy``: an https response is only used again under the policy whose handshake delivered
+    /// it.
     func plan(
         for request: URLRequest, principal: () -> String?, mayReadStore: Bool, policyKey: () -> String
     ) -> Plan {
@@ -74,12 +86,14 @@ final class ResponseCache: @unchecked Sendable {
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
         var (cacheControl, pragma, range): (String?, String?, String?) = (nil, nil, nil)
-        var conditional = false
+        var (validated, preconditioned) = (false, false)
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
             guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
-            if Self.callerFields.contains(where: name.equalsIgnoringASCIICase) {
-                conditional = true
+            if Self.validatorFields.contains(where: name.equalsIgnoringASCIICase) {
+                validated = true
+            } else if Self.preconditionFields.contains(where: name.equalsIgnoringASCIICase) {
+                preconditioned = true
             } else if name.equalsIgnoringASCIICase("Range") {
                 range = value
             } else if name.equalsIgnoringASCIICase("Cache-Control") {
@@ -91,6 +105,22 @@ final class ResponseCache: @unchecked Sendable {
         let requestControl = CacheEntry.requestControl(cacheControl: cacheControl, pragma: pragma)
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
         let forbidsNetwork = policy == .returnCacheDataDontLoad || requestControl.onlyIfCached
+        if preconditioned && forbidsNetwork { return refusal(under: policy) }
+        let plan = self.plan(
+            for: request, url: url, range: range, conditional: validated || preconditioned,
+            requestControl: requestControl, policy: policy, forbidsNetwork: forbidsNetwork, principal: principal,
+            mayReadStore: mayReadStore, policyKey: policyKey)
+        // `only-if-cached` keeps every request off the network, whatever the policy (RFC 9111 5.2.1.7).
+        if requestControl.onlyIfCached && plan.usesNetwork { return .unsatisfiable }
+        return plan
+    }
+
+    /// ``plan(for:principal:mayReadStore:policyKey:)`` once the request's fields are read.
+    private func plan(
+        for request: URLRequest, url: URL, range: String?, conditional: Bool, requestControl: CacheControl,
+        policy: URLRequest.CachePolicy, forbidsNetwork: Bool, principal: () -> String?, mayReadStore: Bool,
+        policyKey: () -> String
+    ) -> Plan {
         switch policy {
         case .reloadIgnoringLocalCacheData: return range == nil && !conditional ? .network : .bypass
         case .reloadIgnoringLocalAndRemoteCacheData:
@@ -125,6 +155,7 @@ final class ResponseCache: @unchecked Sendable {
         var entry: CacheEntry?
         if consultStore {
             guard mayReadStore else { return .readStoreFirst }
+            let generation = index.generation(of: key)
             let stored = store.cachedResponse(for: request)
             entry = stored.flatMap(CacheEntry.init).flatMap { entry in
                 guard entry.matches(request), entry.mayServe(principal: principal()) else { return nil }
@@ -135,7 +166,7 @@ final class ResponseCache: @unchecked Sendable {
             }
             // Only when nothing at all is stored under the URL's key (another query or variant may be).
             if stored == nil, policy == .useProtocolCachePolicy { index.markAbsent(key) }
-            if let stored, entry != nil { keepInMemory(stored, for: request, key: key) }
+            if let stored, entry != nil { keepInMemory(stored, for: request, key: key, readAt: generation) }
         }
         let now = Date()
         switch (policy, entry) {
@@ -197,11 +228,12 @@ final class ResponseCache: @unchecked Sendable {
         // Linux's URLCache appends a key to its eviction order on every store, and its eviction force-unwraps each
         // key it meets: a key stored twice (a response stored again, another query of the same path) crashes the
         // process once memory runs short. Removing first keeps one occurrence; stores of one URLCache are serialized.
+        let key = CacheEntry.withoutFragment(url)
         index.serializingStores {
             store.removeCachedResponse(for: request)
             store.storeCachedResponse(response, for: request)
+            index.markPresent(key, storing: response)
         }
-        index.markPresent(CacheEntry.withoutFragment(url), storing: response)
     }
 
     /// Stores again, once in a while, a stored response that Linux's `URLCache` read from its disk, so that its
@@ -211,12 +243,26 @@ final class ResponseCache: @unchecked Sendable {
     /// let go, is read from disk at every request (its directory listed, the file read, the archive decoded: over a
     /// millisecond, more the more it holds), and a revalidation that brings the same response again writes nothing.
     /// Its memory returns the very object it was given, so an object the caches of this `URLCache` did not store came
-    /// from disk (or from someone else's store).
-    private func keepInMemory(_ stored: CachedURLResponse, for request: URLRequest, key: String) {
-        guard stored.data.count + 4096 < store.memoryCapacity, index.shouldKeepInMemory(stored, key: key) else {
-            return
+    /// from disk, or from someone else's store (told apart by reading again). It goes into memory only (the disk
+    /// holds it already), without the removal a store does first, so readers never find the URL empty in between:
+    /// the memory does not hold the URL, and nothing was stored or dropped for it since it was read (`readAt`),
+    /// checked under the stores' lock, so an older response never replaces a newer one or comes back after an
+    /// invalidation.
+    private func keepInMemory(_ stored: CachedURLResponse, for request: URLRequest, key: String, readAt generation: Int)
+    {
+        guard stored.data.count + 4096 < store.memoryCapacity else { return }
+        index.serializingStores {
+            guard index.shouldKeepInMemory(stored, key: key, readAt: generation) else { return }
+            // Read once more: its memory returns the same object each time, its disk a new one. A response its
+            // memory holds (someone else stored it there) is left alone: stored again without a removal, its key
+            // would stand twice in the eviction order.
+            guard let again = store.cachedResponse(for: request), again !== stored else { return }
+            let inMemory = CachedURLResponse(
+                response: stored.response, data: stored.data, userInfo: stored.userInfo,
+                storagePolicy: .allowedInMemoryOnly)
+            store.storeCachedResponse(inMemory, for: request)
+            index.markPresent(key, storing: inMemory)
         }
-        save(stored, for: request)
     }
 
     /// Drops what is stored for `url` after an unsafe method changed it (RFC 9111 4.4), unless the URL was found
@@ -224,8 +270,10 @@ final class ResponseCache: @unchecked Sendable {
     func invalidate(_ url: URL) {
         let key = CacheEntry.withoutFragment(url)
         guard index.mayHold(key) else { return }
-        store.removeCachedResponse(for: URLRequest(url: url))
-        index.markAbsent(key)
+        index.serializingStores {
+            store.removeCachedResponse(for: URLRequest(url: url))
+            index.markAbsent(key)
+        }
     }
 
     /// What the caches of one `URLCache` know of its contents: the URLs found empty, each until a few seconds later
@@ -241,9 +289,9 @@ final class ResponseCache: @unchecked Sendable {
 
         private weak var store: URLCache?
         private let emptyUntil = Protected<[String: Date]>([:])
-        /// For each URL stored: the object stored (what the `URLCache`'s memory returns while it holds it), and when
-        /// it was last stored again only to bring it back into memory.
-        private let stored = Protected<[String: (object: ObjectIdentifier, keptAt: Date?)]>([:])
+        /// What is known of each URL stored or dropped: the object stored (what the `URLCache`'s memory returns
+        /// while it holds it), when it was last brought back into memory, and a count of its stores and removals.
+        private let stored = Protected<[String: Stored]>([:])
         private let storeLock = NSLock()
         /// The URLs being revalidated in the background.
         private let revalidating = Protected<Set<String>>([])
@@ -274,35 +322,60 @@ final class ResponseCache: @unchecked Sendable {
             body()
         }
 
+        /// What is known of one URL's stored response.
+        struct Stored {
+            /// The response stored last; nil once the `URLCache` let it go (or it was dropped).
+            weak var object: CachedURLResponse?
+            /// When it was last brought back into memory.
+            var keptAt: Date?
+            /// How many times it was stored or dropped: a read that saw another count is out of date.
+            var generation = 0
+        }
+
+        /// The URL was found empty, or its stored response dropped.
         func markAbsent(_ key: String) {
             let until = Date().addingTimeInterval(Self.absentFor)
             emptyUntil.write { emptyUntil in
                 if emptyUntil.count >= Self.capacity, emptyUntil[key] == nil { emptyUntil.removeAll() }
                 emptyUntil[key] = until
             }
+            update(key) { $0.object = nil }
         }
 
         /// `response` was stored for `key`.
         func markPresent(_ key: String, storing response: CachedURLResponse) {
             emptyUntil.write { _ = $0.removeValue(forKey: key) }
-            stored.write { stored in
+            update(key) { $0.object = response }
+        }
+
+        /// How many times a response was stored or dropped for `key` (compared before and after a read).
+        func generation(of key: String) -> Int { stored.read { $0[key]?.generation ?? 0 } }
+
+        /// Whether `response`, read for `key` when its ``generation(of:)`` was `generation`, should be stored again to
+        /// bring it into the `URLCache`'s memory: nothing was stored or dropped for it since, it is not the object
+        /// stored last (which the memory returns while it holds it), and it was not brought back in the last minute
+        /// (a memory too small for the URLs in use would otherwise have every read followed by a write). Called
+        /// under ``serializingStores(_:)``.
+        func shouldKeepInMemory(_ response: CachedURLResponse, key: String, readAt generation: Int) -> Bool {
+            let now = Date()
+            return stored.write { stored in
+                let known = stored[key] ?? Stored()
+                guard known.generation == generation, known.object !== response else { return false }
+                if let keptAt = known.keptAt, now.timeIntervalSince(keptAt) < Self.keptFor { return false }
                 if stored.count >= Self.capacity, stored[key] == nil { stored.removeAll() }
-                stored[key] = (ObjectIdentifier(response), stored[key]?.keptAt)
+                stored[key] = Stored(object: known.object, keptAt: now, generation: known.generation)
+                return true
             }
         }
 
-        /// Whether `response`, found for `key`, should be stored again to bring it into the `URLCache`'s memory: it
-        /// is not the object stored last, and it was not brought back in the last minute (a memory too small for the
-        /// URLs in use would otherwise have every read followed by a write).
-        func shouldKeepInMemory(_ response: CachedURLResponse, key: String) -> Bool {
-            let now = Date()
-            return stored.write { stored in
-                let known = stored[key]
-                if known?.object == ObjectIdentifier(response) { return false }
-                if let keptAt = known?.keptAt, now.timeIntervalSince(keptAt) < Self.keptFor { return false }
-                if stored.count >= Self.capacity, known == nil { stored.removeAll() }
-                stored[key] = (ObjectIdentifier(response), now)
-                return true
+        /// Changes what is known of `key`, and counts the change.
+        private func update(_ key: String, _ change: (inout Stored) -> Void) {
+            stored.write { stored in
+                if stored.count >= Self.capacity, stored[key] == nil { stored.removeAll() }
+                var known = stored[key] ?? Stored()
+                change(&known)
+                known.generation += 1
+                stored[key] = known
             }
         }
 
