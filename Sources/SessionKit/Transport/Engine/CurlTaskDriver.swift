@@ -876,10 +876,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     /// environment; none for a host `no_proxy` names. A 407's protection space is this proxy's, and its credential
     /// goes through it only.
     private func challengeProxy(for url: URL?) -> String? {
-        guard let scheme = url?.scheme?.lowercased(), scheme == "http" || scheme == "https",
-            !EnvironmentProxy.goesDirect(url)
-        else { return nil }
-        return proxy(for: url) ?? EnvironmentProxy.proxy(for: url)
+        EnvironmentProxy.proxy(for: url, configured: proxy(for: url))
     }
 
     /// The error of a task that ran past the session's resource timeout.

@@ -7,12 +7,17 @@ import Foundation
 /// The transfer leaves the choice to libcurl; the task needs the same answer to say whose protection space a 407
 /// challenge is (the proxy's, not the origin's) and to bind the proxy's credential to that proxy.
 enum EnvironmentProxy {
-    /// The proxy for `url` as `scheme://host:port` (libcurl's default port when it gives none: 1080, 443 for an
-    /// `https` proxy), or nil when `url` goes direct.
-    static func proxy(for url: URL?, environment: [String: String] = ProcessInfo.processInfo.environment) -> String? {
+    /// The proxy for `url` as `scheme://host:port`: `configured` (the configuration's for its scheme), else the
+    /// environment's (libcurl's default port when it gives none: 1080, 443 for an `https` proxy); nil when `url`
+    /// goes direct (not HTTP or HTTPS, or a host `no_proxy` names, which libcurl reaches past a configured proxy too).
+    static func proxy(
+        for url: URL?, configured: String? = nil,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) -> String? {
         guard let url, let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             !goesDirect(url, environment: environment)
         else { return nil }
+        if let configured { return configured }
         // libcurl's `curl_getenv` takes an empty variable for an unset one.
         func variable(_ name: String) -> String? { environment[name].flatMap { $0.isEmpty ? nil : $0 } }
         let name = "\(scheme)_proxy"
@@ -79,16 +84,10 @@ enum EnvironmentProxy {
         return false
     }
 
-    /// The value of a dotted IPv4 address (four decimal parts, each at most 255), or nil.
+    /// The value of a dotted IPv4 address, as `inet_pton` (and libcurl's `Curl_inet_pton`) reads one, or nil.
     private static func ipv4Value(_ text: String) -> UInt32? {
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 4 else { return nil }
-        var value: UInt32 = 0
-        for part in parts {
-            guard !part.isEmpty, part.count <= 3, part.allSatisfy({ $0.isASCII && $0.isNumber }), let byte = UInt8(part)
-            else { return nil }
-            value = value << 8 | UInt32(byte)
-        }
-        return value
+        var address = in_addr()
+        guard inet_pton(AF_INET, text, &address) == 1 else { return nil }
+        return UInt32(bigEndian: address.s_addr)
     }
 }

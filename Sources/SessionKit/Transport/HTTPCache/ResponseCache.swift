@@ -45,12 +45,11 @@ final class ResponseCache: @unchecked Sendable {
         /// The `URLCache` must be read and the caller may not (it may read its disk): plan again where it may.
         case readStoreFirst
 
-        /// Whether the plan sends the request (stale-while-revalidate serves first, and is never planned under
-        /// `only-if-cached`).
+        /// Whether the plan sends the request (stale-while-revalidate in the background).
         var usesNetwork: Bool {
             switch self {
-            case .network, .networkPastRemoteCaches, .bypass, .revalidate: return true
-            case .serve, .serveStaleAndRevalidate, .unavailable, .unsatisfiable, .readStoreFirst: return false
+            case .network, .networkPastRemoteCaches, .bypass, .revalidate, .serveStaleAndRevalidate: return true
+            case .serve, .unavailable, .unsatisfiable, .readStoreFirst: return false
             }
         }
     }
@@ -186,13 +185,12 @@ final class ResponseCache: @unchecked Sendable {
             return revalidation(of: entry, for: request)
         case (_, let entry?):
             if entry.isUsableWithoutValidation(under: requestControl, at: now) { return .serve(entry) }
-            if requestControl.onlyIfCached { return .unsatisfiable }
             if entry.mayServeWhileRevalidating(under: requestControl, at: now) {
                 return .serveStaleAndRevalidate(entry)
             }
             return revalidation(of: entry, for: request)
         case (_, nil):
-            return requestControl.onlyIfCached ? .unsatisfiable : .network
+            return .network
         }
     }
 
