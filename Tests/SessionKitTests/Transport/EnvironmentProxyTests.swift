@@ -3,6 +3,10 @@ import XCTest
 
 @testable import SessionKit
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// The proxy libcurl 7.88 takes from the environment, as ``EnvironmentProxy`` works it out for a 407's protection
 /// space: the variables in libcurl's order, `no_proxy`'s matching, and the default port.
 final class EnvironmentProxyTests: XCTestCase {
@@ -37,6 +41,26 @@ final class EnvironmentProxyTests: XCTestCase {
         XCTAssertEqual(EnvironmentProxy.normalized("HTTPS://proxy.test/"), "https://proxy.test:443")
         XCTAssertEqual(EnvironmentProxy.normalized("http://user:pw@proxy.test:8080"), "http://user:pw@proxy.test:8080")
         XCTAssertNil(EnvironmentProxy.normalized("http://"))
+    }
+
+    /// A configuration's proxy without a port is written with libcurl's (1080), so that a 407's protection space names
+    /// the port the connection went to; an IPv6 address is bracketed.
+    func testTheConfigurationsProxyWithoutAPortIsLibcurlsDefault() {
+        func proxies(_ dictionary: [AnyHashable: Any]) -> (http: String?, https: String?) {
+            let configuration = URLSessionConfiguration.ephemeral
+            configuration.connectionProxyDictionary = dictionary
+            return CurlSessionSettings.proxies(in: configuration)
+        }
+        let portless = proxies([
+            "HTTPEnable": true, "HTTPProxy": "proxy.test", "HTTPSEnable": true, "HTTPSProxy": "::1",
+        ])
+        XCTAssertEqual(portless.http, "http://proxy.test:1080")
+        XCTAssertEqual(portless.https, "http://[::1]:1080")
+        XCTAssertEqual(
+            proxies(["HTTPEnable": true, "HTTPProxy": "proxy.test", "HTTPPort": 3128]).http, "http://proxy.test:3128")
+        XCTAssertEqual(
+            EnvironmentProxy.proxy(for: URL(string: "http://a.test/"), configured: portless.http, environment: [:]),
+            "http://proxy.test:1080")
     }
 
     func testNoProxyMatching() {

@@ -15,6 +15,8 @@ final class HTTPCachingTests: LoopbackTestCase {
         let response: HTTPURLResponse
         let serial: Int?
         let object: [String: Any]
+        /// The body, when the manager's serializer hands it over as it came (`HTTPResponseSerializer`).
+        let body: Data?
     }
 
     /// A curl manager whose configuration has a URLCache of its own (in memory, or on disk in `directory`).
@@ -55,7 +57,7 @@ final class HTTPCachingTests: LoopbackTestCase {
         if let error { throw error }
         let http = try XCTUnwrap(response as? HTTPURLResponse, file: file, line: line)
         let json = object as? [String: Any] ?? [:]
-        return Answer(response: http, serial: json["serial"] as? Int, object: json)
+        return Answer(response: http, serial: json["serial"] as? Int, object: json, body: object as? Data)
     }
 
     /// Counts the responses `manager` proposes to store (each one approved as proposed).
@@ -305,6 +307,55 @@ final class HTTPCachingTests: LoopbackTestCase {
                 XCTFail("\(precondition) was answered from the store")
             } catch {
                 XCTAssertEqual((error as? URLError)?.code, .resourceUnavailable, "\(precondition): \(error)")
+            }
+        }
+        XCTAssertEqual(received(path).count, 1, "nothing more was sent")
+    }
+
+    /// A caller's own validators that may not reach the server are evaluated against the stored response (RFC 9111
+    /// 4.3.2, RFC 9110 13.2.2): a 304 with the stored fields and no body when they name it, the stored 200 when not.
+    func testCallersOwnValidatorsNamingTheStoredResponseGetA304WhenTheNetworkIsForbidden() async throws {
+        let (manager, _) = cachingManager()
+        let serializer = HTTPResponseSerializer()
+        serializer.acceptableStatusCodes = IndexSet(200..<600)
+        manager.responseSerializer = serializer
+        let lastModified = Self.httpDate(Date(timeIntervalSinceNow: -3600))
+        let path = query([("Cache-Control", "max-age=60"), ("ETag", "\"v1\""), ("Last-Modified", lastModified)])
+        let first = try await get(manager, server.url(path))
+        XCTAssertEqual(first.response.statusCode, 200)
+        XCTAssertFalse(first.body?.isEmpty ?? true)
+        let earlier = Self.httpDate(Date(timeIntervalSinceNow: -7200))
+        let later = Self.httpDate(Date(timeIntervalSinceNow: -60))
+        let cases: [([String: String], Int)] = [
+            (["If-None-Match": "\"v1\""], 304),
+            (["If-None-Match": "W/\"v1\""], 304),
+            (["If-None-Match": "\"a,b\", W/\"v1\""], 304),
+            (["If-None-Match": "*"], 304),
+            (["If-None-Match": "\"v2\""], 200),
+            (["If-None-Match": "\"v1"], 200),
+            (["If-Modified-Since": lastModified], 304),
+            (["If-Modified-Since": later], 304),
+            (["If-Modified-Since": earlier], 200),
+            (["If-Modified-Since": "not a date"], 200),
+            // If-None-Match decides when both are present.
+            (["If-None-Match": "\"v2\"", "If-Modified-Since": later], 200),
+            (["If-None-Match": "\"v1\"", "If-Modified-Since": earlier], 304),
+        ]
+        for (headers, status) in cases {
+            for (policy, extra) in [
+                (URLRequest.CachePolicy.returnCacheDataDontLoad, [:]),
+                (.useProtocolCachePolicy, ["Cache-Control": "only-if-cached"]),
+            ] {
+                let answer = try await get(
+                    manager, server.url(path), headers: headers.merging(extra) { $1 }, policy: policy)
+                XCTAssertEqual(answer.response.statusCode, status, "\(headers) \(policy)")
+                XCTAssertEqual(answer.response.value(forHTTPHeaderField: "ETag"), "\"v1\"", "\(headers)")
+                if status == 304 {
+                    XCTAssertNil(answer.response.value(forHTTPHeaderField: "Content-Length"), "\(headers)")
+                    XCTAssertEqual(answer.body?.count ?? 0, 0, "no body: \(headers)")
+                } else {
+                    XCTAssertEqual(answer.body, first.body, "the stored response: \(headers)")
+                }
             }
         }
         XCTAssertEqual(received(path).count, 1, "nothing more was sent")

@@ -117,7 +117,7 @@ struct AuthenticationChallengeHeader: Equatable {
         let scheme = url.scheme?.lowercased() ?? "http"
         if isProxy, let proxyURL, let host = proxyURL.host {
             return URLProtectionSpace(
-                proxyHost: host, port: proxyURL.port ?? 80,
+                proxyHost: host, port: proxyURL.port ?? (proxyURL.scheme?.lowercased() == "https" ? 443 : 1080),
                 type: scheme == "https" ? NSURLProtectionSpaceHTTPSProxy : NSURLProtectionSpaceHTTPProxy,
                 realm: realm, authenticationMethod: authenticationMethod)
         }

@@ -34,8 +34,9 @@ struct CurlSessionSettings: @unchecked Sendable {
     }
 
     /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary` (`HTTPEnable`/`HTTPProxy`/
-    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port`; a scheme without one of its own
-    /// goes through the SOCKS5 proxy when there is one (``socksProxy(in:)``).
+    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port` (port 1080, libcurl's, when the
+    /// dictionary gives none: the port written out, a 407's protection space names the port libcurl connects to); a
+    /// scheme without one of its own goes through the SOCKS5 proxy when there is one (``socksProxy(in:)``).
     static func proxies(in configuration: URLSessionConfiguration) -> (http: String?, https: String?) {
         let dictionary = configuration.connectionProxyDictionary ?? [:]
         func value(_ key: String) -> Any? { dictionary.first { ($0.key.base as? String) == key }?.value }
@@ -43,8 +44,8 @@ struct CurlSessionSettings: @unchecked Sendable {
             let enabled =
                 (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
             guard enabled, let host = value("\(prefix)Proxy") as? String, !host.isEmpty else { return nil }
-            let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int)
-            return "http://\(host)" + (port.map { ":\($0)" } ?? "")
+            let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int) ?? 1080
+            return "http://\(bracketed(host)):\(port)"
         }
         let socks = socksProxy(in: configuration)
         return (proxy("HTTP") ?? socks, proxy("HTTPS") ?? socks)
@@ -67,7 +68,11 @@ struct CurlSessionSettings: @unchecked Sendable {
         let user = encoded("SOCKSUser", "kCFStreamPropertySOCKSUser")
         let password = encoded("SOCKSPassword", "kCFStreamPropertySOCKSPassword")
         let credentials = user.map { "\($0)" + (password.map { ":\($0)" } ?? "") + "@" } ?? ""
-        let address = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
-        return "socks5h://\(credentials)\(address):\(port)"
+        return "socks5h://\(credentials)\(bracketed(host)):\(port)"
+    }
+
+    /// A proxy's host as a URL names it: an IPv6 address in brackets.
+    private static func bracketed(_ host: String) -> String {
+        host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
     }
 }

@@ -240,6 +240,55 @@ struct CacheEntry {
             principal: principal)
     }
 
+    /// The cache's 304 to a request whose own validators name this stored response, or nil when they do not (RFC 9111
+    /// 4.3.2, RFC 9110 13.2.2): `If-None-Match` when present (`*`, or one of its tags equal to the stored `ETag`,
+    /// compared weakly), else `If-Modified-Since` no earlier than the stored `Last-Modified` (else `Date`, else the
+    /// time the response arrived). The 304 carries the stored metadata and no body (RFC 9110 15.4.5).
+    func notModified(ifNoneMatch: String?, ifModifiedSince: String?) -> CacheEntry? {
+        if let ifNoneMatch {
+            guard Self.anyTag(in: ifNoneMatch, matches: response.value(forHTTPHeaderField: "ETag")) else { return nil }
+        } else {
+            func date(_ value: String?) -> Date? { value.flatMap { HTTPDate.parse($0) } }
+            guard let since = date(ifModifiedSince) else { return nil }
+            let modified =
+                date(response.value(forHTTPHeaderField: "Last-Modified"))
+                ?? date(response.value(forHTTPHeaderField: "Date")) ?? responseTime
+            guard modified <= since else { return nil }
+        }
+        let bodyFields: Set<String> = ["content-length", "content-encoding", "content-range", "transfer-encoding"]
+        guard let url = response.url,
+            let notModified = HTTPURLResponse(
+                url: url, statusCode: 304, httpVersion: "HTTP/1.1",
+                headerFields: Self.stringFields(of: response).filter { !bodyFields.contains($0.key.lowercased()) })
+        else { return nil }
+        return CacheEntry(
+            response: notModified, data: Data(), requestTime: requestTime, responseTime: responseTime,
+            varyValues: varyValues, policyKey: policyKey, principal: principal)
+    }
+
+    /// Whether an `If-None-Match` value names `etag`: `*` names any response that has one; otherwise one of its
+    /// entity tags (a list, each `"opaque"` or `W/"opaque"`; a comma may sit inside the quotes) has `etag`'s opaque
+    /// part (the weak comparison, RFC 9110 8.8.3.2). A value that is not such a list names nothing.
+    static func anyTag(in ifNoneMatch: String, matches etag: String?) -> Bool {
+        guard let etag else { return false }
+        let list = Substring(ifNoneMatch.trimmingCharacters(in: .whitespaces))
+        if list == "*" { return true }
+        func opaque(_ text: Substring) -> (tag: Substring, rest: Substring)? {
+            let unprefixed = text.hasPrefix("W/") ? text.dropFirst(2) : text
+            guard unprefixed.first == "\"", let close = unprefixed.dropFirst().firstIndex(of: "\"") else { return nil }
+            return (unprefixed[...close], unprefixed[unprefixed.index(after: close)...])
+        }
+        guard let stored = opaque(Substring(etag.trimmingCharacters(in: .whitespaces))) else { return false }
+        var rest = list
+        while let parsed = opaque(rest) {
+            if parsed.tag == stored.tag { return true }
+            rest = parsed.rest.drop { $0 == " " || $0 == "\t" }
+            guard rest.first == "," else { return false }
+            rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" || $0 == "," }
+        }
+        return false
+    }
+
     /// The bytes one `Range` value selects of a representation of `length` bytes (`bytes=a-b`, `bytes=a-`,
     /// `bytes=-n`), or nil for anything else: another unit, several ranges, or none satisfiable.
     static func byteRange(_ value: String, length: Int) -> ClosedRange<Int>? {

@@ -67,9 +67,6 @@ final class ResponseCache: @unchecked Sendable {
         self.index = Index.shared(for: store)
     }
 
-    /// Fields that make a request conditional on the representation the caller holds: such a request is passed on as
-    /// it is (when it may go out; else a stored response answers it, a 200 answering it too).
-    private static let validatorFields = ["If-None-Match", "If-Modified-Since"]
     /// Preconditions, for the origin server alone to evaluate (RFC 9111 4.3.2): a request with one is passed on as it
     /// is, and never answered from the store (an `If-Range` answered from another version would splice two).
     private static let preconditionFields = ["If-Range", "If-Match", "If-Unmodified-Since"]
@@ -85,12 +82,15 @@ final class ResponseCache: @unchecked Sendable {
         guard method == nil || method == "GET", let url = request.url else { return .bypass }
         // One pass over the request's fields (each `value(forHTTPHeaderField:)` scans them all).
         var (cacheControl, pragma, range): (String?, String?, String?) = (nil, nil, nil)
-        var (validated, preconditioned) = (false, false)
+        var (ifNoneMatch, ifModifiedSince): (String?, String?) = (nil, nil)
+        var preconditioned = false
         for (name, value) in request.allHTTPHeaderFields ?? [:] {
             // The fields that matter start with r, i, c or p: most are ruled out by their first byte.
             guard let first = name.utf8.first, [0x72, 0x69, 0x63, 0x70].contains(first | 0x20) else { continue }
-            if Self.validatorFields.contains(where: name.equalsIgnoringASCIICase) {
-                validated = true
+            if name.equalsIgnoringASCIICase("If-None-Match") {
+                ifNoneMatch = value
+            } else if name.equalsIgnoringASCIICase("If-Modified-Since") {
+                ifModifiedSince = value
             } else if Self.preconditionFields.contains(where: name.equalsIgnoringASCIICase) {
                 preconditioned = true
             } else if name.equalsIgnoringASCIICase("Range") {
@@ -105,12 +105,20 @@ final class ResponseCache: @unchecked Sendable {
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
         let forbidsNetwork = policy == .returnCacheDataDontLoad || requestControl.onlyIfCached
         if preconditioned && forbidsNetwork { return refusal(under: policy) }
+        let validated = ifNoneMatch != nil || ifModifiedSince != nil
         let plan = self.plan(
             for: request, url: url, range: range, conditional: validated || preconditioned,
             requestControl: requestControl, policy: policy, forbidsNetwork: forbidsNetwork, principal: principal,
             mayReadStore: mayReadStore, policyKey: policyKey)
         // `only-if-cached` keeps every request off the network, whatever the policy (RFC 9111 5.2.1.7).
         if requestControl.onlyIfCached && plan.usesNetwork { return .unsatisfiable }
+        // A caller's own validators answered from the store (the network forbidden): a 304 when they name the stored
+        // response, the stored response itself when they do not (RFC 9111 4.3.2).
+        if validated, case .serve(let entry) = plan,
+            let notModified = entry.notModified(ifNoneMatch: ifNoneMatch, ifModifiedSince: ifModifiedSince)
+        {
+            return .serve(notModified)
+        }
         return plan
     }
 
@@ -127,7 +135,7 @@ final class ResponseCache: @unchecked Sendable {
         default: break
         }
         // A caller's own conditional request goes out as it is, unless it may not go out at all: then it is answered
-        // as any other, from what is stored (a complete stored response answers a conditional request too).
+        // as any other, from what is stored (a 304 made from it when the request's validators name it).
         if conditional && !forbidsNetwork { return .bypass }
         let plan = storedPlan(
             for: request, url: url, principal: principal, requestControl: requestControl, policy: policy,
