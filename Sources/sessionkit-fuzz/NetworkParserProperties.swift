@@ -85,7 +85,8 @@ enum NetworkParserProperties {
         "Set-Cookie", "Connection", "Keep-Alive",
     ]
     private static let requestNames = [
-        "Cache-Control", "Pragma", "Range", "Accept-Language", "Authorization", "Cookie",
+        "Cache-Control", "Pragma", "Range", "Accept-Language", "Authorization", "Cookie", "If-None-Match",
+        "If-Modified-Since",
     ]
     private static let statuses = [200, 203, 204, 206, 300, 301, 304, 308, 404, 410, 500, 503]
 
@@ -118,6 +119,16 @@ enum NetworkParserProperties {
         if !rules.age.isFinite || rules.age < 0 { fail("age \(rules.age)", input) }
         if rules.usable, rules.lifetime <= rules.age, rules.maxStale == nil {
             fail("used without validation while stale (\(rules.lifetime) ≤ \(rules.age))", input)
+        }
+        if let notModified = rules.notModified {
+            if status != 200 && status != 206 { fail("a 304 made from a stored \(status)", input) }
+            if requestFields["If-None-Match"] == nil && requestFields["If-Modified-Since"] == nil {
+                fail("a 304 without validators", input)
+            }
+            let allowed: Set = [
+                "cache-control", "content-location", "date", "etag", "expires", "last-modified", "vary",
+            ]
+            if !notModified.isSubset(of: allowed) { fail("a 304 with \(notModified.subtracting(allowed))", input) }
         }
     }
 

@@ -184,10 +184,14 @@ import Foundation
     }
 
     /// What the HTTP cache's rules make of a stored response with `fields` (status `status`), received `elapsed`
-    /// seconds before `now`, for a request with `requestFields`.
+    /// seconds before `now`, for a request with `requestFields`; `notModified`: the lowercased field names of the
+    /// cache's own 304 to the request's validators, nil when it makes none.
     public static func cacheRules(
         status: Int, fields: [String: String], requestFields: [String: String], elapsed: TimeInterval, now: Date
-    ) -> (lifetime: TimeInterval, age: TimeInterval, usable: Bool, maxStale: TimeInterval?, storable: Bool)? {
+    ) -> (
+        lifetime: TimeInterval, age: TimeInterval, usable: Bool, maxStale: TimeInterval?, storable: Bool,
+        notModified: Set<String>?
+    )? {
         guard let url = URL(string: "http://127.0.0.1/probe"),
             let response = HTTPURLResponse(url: url, statusCode: status, httpVersion: "HTTP/1.1", headerFields: fields)
         else { return nil }
@@ -202,10 +206,15 @@ import Foundation
         _ = entry.mayServeWhileRevalidating(under: control, at: now)
         _ = entry.mayServeAfterError(at: now)
         _ = entry.partial(for: requestFields["Range"] ?? "bytes=0-")
+        let notModified = entry.notModified(
+            ifNoneMatch: requestFields["If-None-Match"], ifModifiedSince: requestFields["If-Modified-Since"])
         return (
             entry.freshnessLifetime, entry.currentAge(at: now),
             entry.isUsableWithoutValidation(under: control, at: now),
-            control.maxStale, CacheEntry.refusalToStore(response, for: request, authenticated: false) == nil
+            control.maxStale, CacheEntry.refusalToStore(response, for: request, authenticated: false) == nil,
+            notModified.map { made in
+                Set(made.response.allHeaderFields.keys.compactMap { ($0 as? String)?.lowercased() })
+            }
         )
     }
 

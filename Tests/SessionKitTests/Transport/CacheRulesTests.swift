@@ -409,6 +409,36 @@ final class CacheRulesTests: XCTestCase {
         XCTAssertFalse(revalidatedNoCache.differs(from: noCache), "no-cache: revalidated each time anyway")
     }
 
+    /// The guard of the copy into a `URLCache`'s memory of a response read from its disk: a read made before someone
+    /// stored or dropped the URL's response is out of date and is not copied (it would replace the newer response in
+    /// memory); a current read is copied once a minute at most, and never the object stored last.
+    func testAReadOutOfDateIsNotBroughtIntoMemory() {
+        let store = URLCache(memoryCapacity: 1 << 20, diskCapacity: 0, diskPath: nil)
+        let index = ResponseCache.Index.shared(for: store)
+        let key = "http://example.test/kept"
+        func cached(_ body: String) -> CachedURLResponse {
+            CachedURLResponse(response: response(["ETag": "\"\(body)\""]), data: Data(body.utf8))
+        }
+        let (read, newer) = (cached("read"), cached("newer"))
+        let readAt = index.generation(of: key)
+        index.serializingStores { index.markPresent(key, storing: newer) }  // stored between the read and the copy
+        index.serializingStores {
+            XCTAssertFalse(index.shouldKeepInMemory(read, key: key, readAt: readAt), "the read is out of date")
+            XCTAssertFalse(
+                index.shouldKeepInMemory(newer, key: key, readAt: index.generation(of: key)), "the object stored last")
+            XCTAssertTrue(index.shouldKeepInMemory(read, key: key, readAt: index.generation(of: key)), "a current read")
+            XCTAssertFalse(
+                index.shouldKeepInMemory(read, key: key, readAt: index.generation(of: key)), "once a minute at most")
+        }
+        let other = "http://example.test/dropped"
+        let readBeforeTheDrop = index.generation(of: other)
+        index.serializingStores { index.markAbsent(other) }  // dropped between the read and the copy
+        index.serializingStores {
+            XCTAssertFalse(index.shouldKeepInMemory(read, key: other, readAt: readBeforeTheDrop), "dropped since")
+            XCTAssertTrue(index.shouldKeepInMemory(read, key: other, readAt: index.generation(of: other)))
+        }
+    }
+
     /// RFC 9111 4.3.4: a 304's entity tag selects the stored response with the same tag (compared weakly); a strong
     /// tag does not select a stored response that has none.
     func testA304SelectsByItsValidator() {
@@ -427,6 +457,51 @@ final class CacheRulesTests: XCTestCase {
     }
 
     /// `must-understand` (RFC 9111 5.2.2.3): stored only for a status this cache implements, then despite `no-store`.
+    /// The cache's own 304 to a caller's validators that may not reach the server (RFC 9110 13.1.2, 13.1.3, 13.2.1,
+    /// 15.4.5; RFC 9111 4.3.2).
+    func testTheCachesOwn304() throws {
+        let modified = "Sun, 06 Nov 1994 08:49:37 GMT"
+        let (before, after) = ("Sat, 05 Nov 1994 08:49:37 GMT", "Mon, 07 Nov 1994 08:49:37 GMT")
+        let stored = entry([
+            "ETag": "W/\"v1\"", "Last-Modified": modified, "Date": after, "Content-Type": "text/plain",
+            "Content-Length": "4", "Cache-Control": "max-age=60", "X-Other": "1",
+        ])
+        func status(_ ifNoneMatch: String?, _ ifModifiedSince: String?, of entry: CacheEntry? = nil) -> Int? {
+            (entry ?? stored).notModified(ifNoneMatch: ifNoneMatch, ifModifiedSince: ifModifiedSince)?.response
+                .statusCode
+        }
+        XCTAssertEqual(status("\"v1\"", nil), 304, "weak comparison")
+        XCTAssertEqual(status(" , \"x\",, W/\"v1\" ", nil), 304, "empty elements are ignored")
+        XCTAssertEqual(status("\"a,b\", \"v1\"", nil), 304, "a comma inside quotes")
+        XCTAssertEqual(status("*", nil), 304)
+        XCTAssertEqual(status("*", nil, of: entry([:])), 304, "* names a stored response without a tag too")
+        for notNaming in ["\"v2\"", "\"v1\" junk", "\"v1", "v1", "\"v 1\"", "w/\"v1\"", "\"v1\"\u{301}", ""] {
+            XCTAssertNil(status(notNaming, nil), notNaming)
+        }
+        XCTAssertNil(status("\"v1\"", nil, of: entry([:])), "no stored tag")
+        XCTAssertEqual(status(nil, modified), 304)
+        XCTAssertEqual(status(nil, "  \(after) "), 304)
+        XCTAssertNil(status(nil, before))
+        XCTAssertNil(status(nil, "yesterday"), "not an HTTP-date: ignored")
+        XCTAssertNil(status("\"v2\"", after), "If-None-Match decides, If-Modified-Since is not looked at")
+        // Without Last-Modified: the stored Date, else the arrival when known.
+        XCTAssertEqual(status(nil, after, of: entry(["Date": after])), 304)
+        XCTAssertNil(status(nil, modified, of: entry(["Date": after])))
+        let arrival = Date(timeIntervalSince1970: 1_000_000_000)
+        let since = HTTPDate.format(arrival.addingTimeInterval(60))
+        XCTAssertEqual(status(nil, since, of: entry([:], receivedAt: arrival)), 304)
+        XCTAssertNil(status(nil, since, of: entry([:], receivedAt: .distantPast)), "no known arrival")
+        // Only a 2xx is evaluated (RFC 9110 13.2.1).
+        XCTAssertNil(status("\"v1\"", nil, of: entry(["ETag": "\"v1\""], status: 404)))
+        XCTAssertNil(status(nil, after, of: entry(["Date": modified], status: 404)))
+        XCTAssertNil(status("*", nil, of: entry([:], status: 301)))
+        let made = try XCTUnwrap(stored.notModified(ifNoneMatch: "\"v1\"", ifModifiedSince: nil))
+        XCTAssertTrue(made.data.isEmpty)
+        XCTAssertEqual(
+            Set(made.response.allHeaderFields.keys.compactMap { ($0 as? String)?.lowercased() }),
+            ["etag", "last-modified", "date", "cache-control"], "what a 304 carries, no representation metadata")
+    }
+
     func testMustUnderstand() {
         let get = URLRequest(url: url)
         let understood = response(["Cache-Control": "max-age=3600, must-understand, no-store"])

@@ -59,6 +59,11 @@ final class EnvironmentProxyTests: XCTestCase {
         XCTAssertEqual(
             proxies(["HTTPEnable": true, "HTTPProxy": "proxy.test", "HTTPPort": 3128]).http, "http://proxy.test:3128")
         XCTAssertEqual(
+            proxies(["HTTPEnable": true, "HTTPProxy": "proxy.test:3128"]).http, "http://proxy.test:3128",
+            "a port written with the host is kept")
+        XCTAssertEqual(proxies(["HTTPEnable": true, "HTTPProxy": "[::1]"]).http, "http://[::1]:1080")
+        XCTAssertEqual(proxies(["HTTPEnable": true, "HTTPProxy": "::1", "HTTPPort": 8080]).http, "http://[::1]:8080")
+        XCTAssertEqual(
             EnvironmentProxy.proxy(for: URL(string: "http://a.test/"), configured: portless.http, environment: [:]),
             "http://proxy.test:1080")
     }

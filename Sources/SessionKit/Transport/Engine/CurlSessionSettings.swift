@@ -34,8 +34,8 @@ struct CurlSessionSettings: @unchecked Sendable {
     }
 
     /// The `http` and `https` proxies of a configuration's `connectionProxyDictionary` (`HTTPEnable`/`HTTPProxy`/
-    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port` (port 1080, libcurl's, when the
-    /// dictionary gives none: the port written out, a 407's protection space names the port libcurl connects to); a
+    /// `HTTPPort`, `HTTPSEnable`/`HTTPSProxy`/`HTTPSPort`), as `http://host:port` (port 1080, libcurl's, when neither
+    /// the dictionary nor the host gives one: written out, a 407's protection space names the port libcurl uses); a
     /// scheme without one of its own goes through the SOCKS5 proxy when there is one (``socksProxy(in:)``).
     static func proxies(in configuration: URLSessionConfiguration) -> (http: String?, https: String?) {
         let dictionary = configuration.connectionProxyDictionary ?? [:]
@@ -44,7 +44,11 @@ struct CurlSessionSettings: @unchecked Sendable {
             let enabled =
                 (value("\(prefix)Enable") as? NSNumber)?.boolValue ?? (value("\(prefix)Enable") as? Bool) ?? false
             guard enabled, let host = value("\(prefix)Proxy") as? String, !host.isEmpty else { return nil }
-            let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int) ?? 1080
+            guard let port = (value("\(prefix)Port") as? NSNumber)?.intValue ?? (value("\(prefix)Port") as? Int) else {
+                // Without a port of its own: libcurl's (a `host:port` written in `HTTPProxy` keeps its port).
+                let proxy = "http://\(bracketed(host))"
+                return EnvironmentProxy.normalized(proxy) ?? proxy
+            }
             return "http://\(bracketed(host)):\(port)"
         }
         let socks = socksProxy(in: configuration)
@@ -71,8 +75,10 @@ struct CurlSessionSettings: @unchecked Sendable {
         return "socks5h://\(credentials)\(bracketed(host)):\(port)"
     }
 
-    /// A proxy's host as a URL names it: an IPv6 address in brackets.
+    /// A proxy's host as a URL names it: an IPv6 address in brackets (a name, a `host:port` or a bracketed address as
+    /// it is).
     private static func bracketed(_ host: String) -> String {
-        host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        var address = in6_addr()
+        return inet_pton(AF_INET6, host, &address) == 1 ? "[\(host)]" : host
     }
 }

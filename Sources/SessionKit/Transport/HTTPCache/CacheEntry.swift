@@ -240,53 +240,85 @@ struct CacheEntry {
             principal: principal)
     }
 
+    /// The fields a cache's 304 carries from the stored response: those RFC 9110 15.4.5 asks of a 304 (what a 200
+    /// would have sent) and `Last-Modified`, a validator; no other representation metadata (`Content-Type`, ...).
+    private static let notModifiedFields: Set<String> = [
+        "cache-control", "content-location", "date", "etag", "expires", "last-modified", "vary",
+    ]
+
     /// The cache's 304 to a request whose own validators name this stored response, or nil when they do not (RFC 9111
-    /// 4.3.2, RFC 9110 13.2.2): `If-None-Match` when present (`*`, or one of its tags equal to the stored `ETag`,
-    /// compared weakly), else `If-Modified-Since` no earlier than the stored `Last-Modified` (else `Date`, else the
-    /// time the response arrived). The 304 carries the stored metadata and no body (RFC 9110 15.4.5).
+    /// 4.3.2, RFC 9110 13.2.2). Only a stored 200 (or the 206 cut from it) is evaluated: preconditions are ignored
+    /// when the response would not be a 2xx (RFC 9110 13.2.1). `If-None-Match` when present: `*`, or one of its tags
+    /// equal to the stored `ETag`, compared weakly (13.1.2). Else `If-Modified-Since` (a valid HTTP-date, else ignored)
+    /// no earlier than the stored `Last-Modified`, else its `Date`, else the time it arrived when known (13.1.3). The
+    /// 304 carries ``notModifiedFields`` and no body.
     func notModified(ifNoneMatch: String?, ifModifiedSince: String?) -> CacheEntry? {
+        guard response.statusCode == 200 || response.statusCode == 206 else { return nil }
         if let ifNoneMatch {
             guard Self.anyTag(in: ifNoneMatch, matches: response.value(forHTTPHeaderField: "ETag")) else { return nil }
         } else {
-            func date(_ value: String?) -> Date? { value.flatMap { HTTPDate.parse($0) } }
-            guard let since = date(ifModifiedSince) else { return nil }
-            let modified =
-                date(response.value(forHTTPHeaderField: "Last-Modified"))
-                ?? date(response.value(forHTTPHeaderField: "Date")) ?? responseTime
-            guard modified <= since else { return nil }
+            func date(_ value: String?) -> Date? {
+                value.flatMap { HTTPDate.parse($0.trimmingCharacters(in: .whitespaces)) }
+            }
+            // An entry another client stored without a `Date` has no known arrival (`Date.distantPast`).
+            let arrival = responseTime == .distantPast ? nil : responseTime
+            guard let since = date(ifModifiedSince),
+                let modified = date(response.value(forHTTPHeaderField: "Last-Modified"))
+                    ?? date(response.value(forHTTPHeaderField: "Date")) ?? arrival,
+                modified <= since
+            else { return nil }
         }
-        let bodyFields: Set<String> = ["content-length", "content-encoding", "content-range", "transfer-encoding"]
         guard let url = response.url,
             let notModified = HTTPURLResponse(
                 url: url, statusCode: 304, httpVersion: "HTTP/1.1",
-                headerFields: Self.stringFields(of: response).filter { !bodyFields.contains($0.key.lowercased()) })
+                headerFields: Self.stringFields(of: response).filter {
+                    Self.notModifiedFields.contains($0.key.lowercased())
+                })
         else { return nil }
         return CacheEntry(
             response: notModified, data: Data(), requestTime: requestTime, responseTime: responseTime,
             varyValues: varyValues, policyKey: policyKey, principal: principal)
     }
 
-    /// Whether an `If-None-Match` value names `etag`: `*` names any response that has one; otherwise one of its
-    /// entity tags (a list, each `"opaque"` or `W/"opaque"`; a comma may sit inside the quotes) has `etag`'s opaque
-    /// part (the weak comparison, RFC 9110 8.8.3.2). A value that is not such a list names nothing.
+    /// Whether an `If-None-Match` value names a stored response whose `ETag` is `etag`: `*` names any (the stored
+    /// response is a current representation, with a tag or without); otherwise one of the value's entity tags has the
+    /// stored tag's opaque part, byte for byte (the weak comparison, RFC 9110 8.8.3.2). A value that is not a list of
+    /// entity tags (``entityTags(in:)``), or a stored `ETag` that is not one tag, names nothing.
     static func anyTag(in ifNoneMatch: String, matches etag: String?) -> Bool {
-        guard let etag else { return false }
-        let list = Substring(ifNoneMatch.trimmingCharacters(in: .whitespaces))
-        if list == "*" { return true }
-        func opaque(_ text: Substring) -> (tag: Substring, rest: Substring)? {
-            let unprefixed = text.hasPrefix("W/") ? text.dropFirst(2) : text
-            guard unprefixed.first == "\"", let close = unprefixed.dropFirst().firstIndex(of: "\"") else { return nil }
-            return (unprefixed[...close], unprefixed[unprefixed.index(after: close)...])
+        if ifNoneMatch.trimmingCharacters(in: .whitespaces) == "*" { return true }
+        guard let etag, let stored = entityTags(in: etag), stored.count == 1, let asked = entityTags(in: ifNoneMatch)
+        else { return false }
+        return asked.contains { $0.elementsEqual(stored[0]) }
+    }
+
+    /// The opaque parts (quotes included, `W/` left out) of a list of entity tags (`"a", W/"b"`; RFC 9110 8.8.3:
+    /// `etagc` is `!`, `#` to `~` or obs-text, so a comma may sit inside the quotes; empty elements are ignored, 5.6.1.2),
+    /// or nil when the value is not such a list or names none.
+    static func entityTags(in value: String) -> [ArraySlice<UInt8>]? {
+        let bytes = Array(value.utf8)
+        var tags: [ArraySlice<UInt8>] = []
+        var index = 0
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 }
+        while true {
+            while index < bytes.count, isSpace(bytes[index]) || bytes[index] == UInt8(ascii: ",") { index += 1 }
+            guard index < bytes.count else { return tags.isEmpty ? nil : tags }
+            if bytes[index] == UInt8(ascii: "W"), index + 1 < bytes.count, bytes[index + 1] == UInt8(ascii: "/") {
+                index += 2
+            }
+            guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { return nil }
+            let start = index
+            index += 1
+            while index < bytes.count, bytes[index] != UInt8(ascii: "\"") {
+                let byte = bytes[index]
+                guard byte == 0x21 || (0x23...0x7E).contains(byte) || byte >= 0x80 else { return nil }
+                index += 1
+            }
+            guard index < bytes.count else { return nil }
+            index += 1
+            tags.append(bytes[start..<index])
+            while index < bytes.count, isSpace(bytes[index]) { index += 1 }
+            guard index == bytes.count || bytes[index] == UInt8(ascii: ",") else { return nil }
         }
-        guard let stored = opaque(Substring(etag.trimmingCharacters(in: .whitespaces))) else { return false }
-        var rest = list
-        while let parsed = opaque(rest) {
-            if parsed.tag == stored.tag { return true }
-            rest = parsed.rest.drop { $0 == " " || $0 == "\t" }
-            guard rest.first == "," else { return false }
-            rest = rest.dropFirst().drop { $0 == " " || $0 == "\t" || $0 == "," }
-        }
-        return false
     }
 
     /// The bytes one `Range` value selects of a representation of `length` bytes (`bytes=a-b`, `bytes=a-`,

@@ -105,29 +105,22 @@ final class ResponseCache: @unchecked Sendable {
         let policy = request.cachePolicy == .useProtocolCachePolicy ? defaultPolicy : request.cachePolicy
         let forbidsNetwork = policy == .returnCacheDataDontLoad || requestControl.onlyIfCached
         if preconditioned && forbidsNetwork { return refusal(under: policy) }
-        let validated = ifNoneMatch != nil || ifModifiedSince != nil
         let plan = self.plan(
-            for: request, url: url, range: range, conditional: validated || preconditioned,
-            requestControl: requestControl, policy: policy, forbidsNetwork: forbidsNetwork, principal: principal,
-            mayReadStore: mayReadStore, policyKey: policyKey)
+            for: request, url: url, range: range, validators: (ifNoneMatch, ifModifiedSince),
+            preconditioned: preconditioned, requestControl: requestControl, policy: policy,
+            forbidsNetwork: forbidsNetwork, principal: principal, mayReadStore: mayReadStore, policyKey: policyKey)
         // `only-if-cached` keeps every request off the network, whatever the policy (RFC 9111 5.2.1.7).
         if requestControl.onlyIfCached && plan.usesNetwork { return .unsatisfiable }
-        // A caller's own validators answered from the store (the network forbidden): a 304 when they name the stored
-        // response, the stored response itself when they do not (RFC 9111 4.3.2).
-        if validated, case .serve(let entry) = plan,
-            let notModified = entry.notModified(ifNoneMatch: ifNoneMatch, ifModifiedSince: ifModifiedSince)
-        {
-            return .serve(notModified)
-        }
         return plan
     }
 
     /// ``plan(for:principal:mayReadStore:policyKey:)`` once the request's fields are read.
     private func plan(
-        for request: URLRequest, url: URL, range: String?, conditional: Bool, requestControl: CacheControl,
-        policy: URLRequest.CachePolicy, forbidsNetwork: Bool, principal: () -> String?, mayReadStore: Bool,
-        policyKey: () -> String
+        for request: URLRequest, url: URL, range: String?, validators: (ifNoneMatch: String?, ifModifiedSince: String?),
+        preconditioned: Bool, requestControl: CacheControl, policy: URLRequest.CachePolicy, forbidsNetwork: Bool,
+        principal: () -> String?, mayReadStore: Bool, policyKey: () -> String
     ) -> Plan {
+        let conditional = preconditioned || validators.ifNoneMatch != nil || validators.ifModifiedSince != nil
         switch policy {
         case .reloadIgnoringLocalCacheData: return range == nil && !conditional ? .network : .bypass
         case .reloadIgnoringLocalAndRemoteCacheData:
@@ -140,6 +133,14 @@ final class ResponseCache: @unchecked Sendable {
         let plan = storedPlan(
             for: request, url: url, principal: principal, requestControl: requestControl, policy: policy,
             mayReadStore: mayReadStore, policyKey: policyKey)
+        // The caller's own validators, answered from the store: a 304 when they name the stored response, before any
+        // range is cut (RFC 9110 13.2.2 evaluates them first); else the stored response, or its range, as below.
+        if conditional, case .serve(let entry) = plan,
+            let notModified = entry.notModified(
+                ifNoneMatch: validators.ifNoneMatch, ifModifiedSince: validators.ifModifiedSince)
+        {
+            return .serve(notModified)
+        }
         guard let range else { return plan }
         // A partial request: answered by cutting a stored complete response that needs no validation, else sent as it
         // is (a 206 is not stored), unless the policy or `only-if-cached` forbids the network.
