@@ -44,7 +44,7 @@ final class EnvironmentProxyTests: XCTestCase {
     }
 
     /// A configuration's proxy without a port is written with libcurl's (1080), so that a 407's protection space names
-    /// the port the connection went to; an IPv6 address is bracketed.
+    /// the port the connection went to; a `host:port` keeps its port; an IPv6 address is bracketed.
     func testTheConfigurationsProxyWithoutAPortIsLibcurlsDefault() {
         func proxies(_ dictionary: [AnyHashable: Any]) -> (http: String?, https: String?) {
             let configuration = URLSessionConfiguration.ephemeral

@@ -312,8 +312,9 @@ final class HTTPCachingTests: LoopbackTestCase {
         XCTAssertEqual(received(path).count, 1, "nothing more was sent")
     }
 
-    /// A caller's own validators that may not reach the server are evaluated against the stored response (RFC 9111
-    /// 4.3.2, RFC 9110 13.2.2): a 304 with the stored fields and no body when they name it, the stored 200 when not.
+    /// A caller's own validators that may not reach the server are evaluated against the stored response, before any
+    /// range (RFC 9111 4.3.2, RFC 9110 13.2.2): a 304 with its validators and caching fields and no body when they name
+    /// it, else the stored 200, or the range cut from it.
     func testCallersOwnValidatorsNamingTheStoredResponseGetA304WhenTheNetworkIsForbidden() async throws {
         let (manager, _) = cachingManager()
         let serializer = HTTPResponseSerializer()
