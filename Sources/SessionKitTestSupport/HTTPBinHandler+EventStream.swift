@@ -11,7 +11,8 @@ import NIOHTTP1
 /// `Last-Event-ID: N` resumes after event N; once every event was served the answer is 204. A connection starts with a
 /// comment and, with `retry`, a `retry: R` block. After its events it ends as `end` says: `drop` (the default: the
 /// connection closes in the middle of the chunked body), `finish` (the body ends cleanly) or `hold` (stays open,
-/// silent). `status=N` answers N instead (a 500, a 204) and `type=T` serves the events with that content type. With
+/// silent). `status=N` answers N instead (a 500, a 204), `type=T` serves the events with that content type and
+/// `cache=C` with `Cache-Control: C` (else `no-cache`). With
 /// `key`, ``LoopbackServer/openEventStreams(key:)`` counts the responses of that key still being sent, so a test sees
 /// the client close its connection.
 extension HTTPBinHandler {
@@ -38,7 +39,7 @@ extension HTTPBinHandler {
 
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: query["type"] ?? "text/event-stream")
-        headers.add(name: "Cache-Control", value: "no-cache")
+        headers.add(name: "Cache-Control", value: query["cache"] ?? "no-cache")
         let head = HTTPResponseHead(version: request.head.version, status: .ok, headers: headers)
         context.write(wrapOutboundOut(.head(head)), promise: nil)
 

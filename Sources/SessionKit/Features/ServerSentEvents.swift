@@ -17,7 +17,8 @@ import Foundation
 /// ```
 ///
 /// - Each iterator is one connection at a time of its own: the request goes out when the first event is asked for,
-///   with `Accept: text/event-stream`, `Cache-Control: no-cache` and no stored response answering it, through the
+///   with `Accept: text/event-stream` and `Cache-Control: no-cache, no-store` (no stored response answers it, and
+///   none of its responses is stored, here or on the way: HTML's event source fetches in "no-store" mode), through the
 ///   manager's request pipeline (its interceptor's adapters, event monitors, security policy, cookies, redirects).
 /// - **Reconnection.** When the stream ends or the connection drops, the iterator connects again after the
 ///   reconnection time — the stream's latest `retry` field, else ``reconnectionTime`` — plus up to 20 % of jitter,
@@ -99,8 +100,9 @@ public struct ServerSentEvents: AsyncSequence, Sendable {
         ) {
             var request = request
             request.setValue("text/event-stream", forHTTPHeaderField: "Accept")
-            request.setValue("no-cache", forHTTPHeaderField: "Cache-Control")
-            // A stored response must never stand for a live stream.
+            // A stored response must never stand for a live stream, and a stream must never be stored: it would answer
+            // a later GET of the URL, and the copy kept for storing would outgrow the one event the parser holds.
+            request.setValue("no-cache, no-store", forHTTPHeaderField: "Cache-Control")
             request.cachePolicy = .reloadIgnoringLocalCacheData
             self.manager = manager
             self.request = request

@@ -60,8 +60,27 @@ final class ServerSentEventsTests: LoopbackTestCase {
         XCTAssertEqual(sent.map { $0.header("Last-Event-ID") }, [nil, "3", "6", "7"], "the last one is answered 204")
         for request in sent {
             XCTAssertEqual(request.header("Accept"), "text/event-stream")
-            XCTAssertEqual(request.header("Cache-Control"), "no-cache")
+            XCTAssertEqual(request.header("Cache-Control"), "no-cache, no-store")
         }
+    }
+
+    /// A stream is never stored in the HTTP cache (HTML fetches an event source in "no-store" mode): an ordinary GET of
+    /// the URL afterwards reaches the server, though the stream's response said it could be kept for ten minutes.
+    func testAStreamIsNeverStoredInTheHTTPCache() async throws {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.timeoutIntervalForRequest = 10
+        configuration.urlCache = URLCache(memoryCapacity: 4 << 20, diskCapacity: 0, diskPath: nil)
+        let manager = HTTPSessionManager(baseURL: server.baseURL, sessionConfiguration: configuration)
+        manager.transport = LoopbackTestCase.testTransport
+        manager.responseSerializer = HTTPResponseSerializer()
+        let query = "total=2&retry=10&end=finish&cache=max-age%3D600"
+        let events = try await collect(manager.events(for: request(query)))
+        XCTAssertEqual(events.map(\.id), ["1", "2"])
+        let streamed = streamRequests.count
+        let again = try await manager.perform(request(query))
+        XCTAssertEqual(again.statusCode, 200)
+        XCTAssertTrue(String(decoding: again.data, as: UTF8.self).contains("data: event 1"))
+        XCTAssertEqual(streamRequests.count, streamed + 1, "no stored stream answered the GET")
     }
 
     func testAStreamThatEndsCleanlyIsReconnectedToo() async throws {

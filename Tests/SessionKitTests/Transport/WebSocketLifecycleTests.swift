@@ -286,6 +286,24 @@ final class WebSocketLifecycleTests: XCTestCase {
         XCTAssertEqual(lifecycle.closeTimedOut(), [], "a timeout after the close completed does nothing")
     }
 
+    /// Our close frame's answer is read even when unreceived messages filled the inbox and reading had paused: what
+    /// arrives after our close is dropped, and the peer's close frame ends the task (RFC 6455 7.1.1), not the timeout.
+    func testOurCloseReadsThePeersCloseWhenTheInboxIsFull() {
+        var lifecycle = open(limit: 1000)
+        let big = Data([0x82, 126, 0x03, 0xE8]) + Data(count: 1000)
+        var paused = false
+        for _ in 0..<100 where !paused {
+            paused = !lifecycle.received(big, atEOF: false, error: nil).contains(.read(timeout: 0))
+        }
+        XCTAssertTrue(paused, "reading paused on a full inbox")
+        let actions = lifecycle.close(code: 1000, reason: nil)
+        XCTAssertTrue(actions.contains(.read(timeout: 0)), "the peer's close is read")
+        XCTAssertEqual(
+            lifecycle.received(big, atEOF: false, error: nil), [.read(timeout: 0)], "dropped; reading goes on")
+        let reply = lifecycle.received(frame(0x8, [0x03, 0xE8]), atEOF: false, error: nil)
+        XCTAssertEqual(Array(reply.suffix(2)), [.closed(code: 1000, reason: nil), .finish(nil)])
+    }
+
     func testOurCloseTimesOutWhenThePeerNeverAnswers() {
         var lifecycle = open()
         _ = lifecycle.close(code: 1000, reason: nil)

@@ -242,7 +242,8 @@ final class WebSocketProtocolTests: XCTestCase {
     ]
 
     func testRequestCarriesTheHandshakeFieldsAndNotTheCallersCopies() {
-        let text = String(decoding: handshake(protocols: ["chat", "superchat"]).requestBytes, as: UTF8.self)
+        // A subprotocol offered twice goes out once (RFC 6455 4.1: the values must all be unique).
+        let text = String(decoding: handshake(protocols: ["chat", "superchat", "chat"]).requestBytes, as: UTF8.self)
         XCTAssertTrue(text.hasPrefix("GET /chat?room=1 HTTP/1.1\r\nHost: example.com:8080\r\n"))
         XCTAssertTrue(text.contains("Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"))
         XCTAssertTrue(text.contains("Sec-WebSocket-Version: 13\r\n"))

@@ -483,10 +483,28 @@ final class WebSocketTaskTests: WebSocketTestCase {
         if case .success = result { XCTFail("\(what): a message after a refused handshake", file: file, line: line) }
         let completion = try await awaitCompletion(of: task, in: completions) as? URLError
         XCTAssertEqual(completion?.code, .badServerResponse, what, file: file, line: line)
+        XCTAssertNotNil(task.response, "\(what): the refusal is the task's response", file: file, line: line)
         XCTAssertNil(task.negotiatedProtocol, what, file: file, line: line)
         XCTAssertEqual(server.upgrades.count, 1, what, file: file, line: line)
         XCTAssertTrue(
             server.clientFrames().isEmpty, "\(what): no frame after a refused handshake", file: file, line: line)
+    }
+
+    /// A refused upgrade's answer is the task's response, as URLSession keeps it: a 401 and its challenge can be told
+    /// from a broken 101.
+    func testARefusedUpgradesAnswerIsTheTasksResponse() async throws {
+        let server = try await startRaw { upgrade in
+            RawWebSocketServer.upgradeResponse(
+                for: upgrade, status: 401, fields: ["WWW-Authenticate": "Bearer realm=\"chat\""])
+        }
+        let (manager, completions) = makeManager()
+        let task = manager.webSocketTask(with: server.url())
+        task.resume()
+        let completion = try await awaitCompletion(of: task, in: completions) as? URLError
+        XCTAssertEqual(completion?.code, .badServerResponse)
+        let response = try XCTUnwrap(task.response as? HTTPURLResponse)
+        XCTAssertEqual(response.statusCode, 401)
+        XCTAssertEqual(response.value(forHTTPHeaderField: "WWW-Authenticate"), "Bearer realm=\"chat\"")
     }
 
     func testAWrongAcceptKeyIsRefused() async throws {

@@ -51,7 +51,8 @@ open class SessionWebSocketTask: URLSessionTask, @unchecked Sendable {
     open override var originalRequest: URLRequest? { driver.request }
     /// The upgrade request as the caller made it.
     open override var currentRequest: URLRequest? { driver.request }
-    /// The server's `101 Switching Protocols`, once the connection opened.
+    /// The server's `101 Switching Protocols` once the connection opened; its refusal (a 401, a 200, a 101 with a wrong
+    /// accept key) when the upgrade failed with `.badServerResponse`.
     open override var response: URLResponse? { driver.response }
     /// Suspended until resumed, running while connected, completed once its completion was delivered.
     open override var state: URLSessionTask.State { driver.taskState }

@@ -109,7 +109,9 @@ final class WebSocketDriver: @unchecked Sendable {
             state.refusalFinished ? environment.refusal : state.adaptationError ?? state.lifecycle.error
         }
     }
-    var response: HTTPURLResponse? { state.read { $0.lifecycle.accepted?.response } }
+    var response: HTTPURLResponse? {
+        state.read { $0.lifecycle.accepted?.response ?? $0.lifecycle.refusedResponse }
+    }
     var negotiatedProtocol: String? { state.read { $0.lifecycle.accepted?.negotiatedProtocol } }
     var closeCode: URLSessionWebSocketTask.CloseCode {
         state.read { state in

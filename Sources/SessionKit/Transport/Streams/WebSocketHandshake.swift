@@ -48,7 +48,9 @@ struct WebSocketHandshake: Sendable {
     init(url: URL, key: String, protocols: [String], fields: [(name: String, value: String)]) {
         self.url = url
         self.key = key
-        self.protocols = protocols
+        // Each offered once (RFC 6455 4.1: the values must all be unique), in the caller's order.
+        var offered = Set<String>()
+        self.protocols = protocols.filter { offered.insert($0).inserted }
         self.fields = fields.filter { !Self.reservedFields.contains($0.name.lowercased()) }
     }
 
@@ -212,9 +214,12 @@ struct WebSocketHandshake: Sendable {
     /// HTTP's optional whitespace (RFC 9110 5.6.3): space and horizontal tab, not Unicode's other spaces.
     static let optionalWhitespace = CharacterSet(charactersIn: " \t")
 
+    /// The `userInfo` key of a refused upgrade's error under which the server's answer is, when it could be read.
+    static let responseKey = "SessionKitWebSocketResponse"
+
     private static func error(_ description: String, _ response: HTTPURLResponse? = nil) -> URLError {
         var userInfo: [String: Any] = [NSLocalizedDescriptionKey: description]
-        if let response { userInfo["SessionKitWebSocketResponse"] = response }
+        if let response { userInfo[responseKey] = response }
         return URLError(.badServerResponse, userInfo: userInfo)
     }
 }

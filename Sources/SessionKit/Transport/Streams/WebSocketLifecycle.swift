@@ -74,6 +74,9 @@ struct WebSocketLifecycle {
     private(set) var error: URLError?
     /// The handshake's answer, once the connection opened.
     private(set) var accepted: WebSocketHandshake.Accepted?
+    /// The server's answer to the upgrade when it was refused (a 401, a 200, a 101 with a wrong accept key): the
+    /// task's `response`, as URLSession keeps it, so that a caller tells one refusal from another.
+    private(set) var refusedResponse: HTTPURLResponse?
     /// The largest message accepted; set before the connection opens (later changes apply from the next connection).
     var maximumMessageSize: Int
 
@@ -221,6 +224,9 @@ struct WebSocketLifecycle {
             var actions: [Action] = [.write(.close(code: code, reason: reason ?? Data()), .control)]
             actions += failReceives(Self.error(.cancelled, "The WebSocket task was closed."))
             actions.append(.scheduleCloseTimeout(closeTimeout))
+            // The peer's close frame is read even when unreceived messages filled the inbox (RFC 6455 7.1.1: the
+            // server closes the connection first).
+            readIfNeeded(into: &actions)
             return actions
         case .closing, .closed:
             return []
@@ -344,6 +350,7 @@ struct WebSocketLifecycle {
         }
         switch handshake.accept(head: head.prefix(length)) {
         case .failure(let error):
+            refusedResponse = error.userInfo[WebSocketHandshake.responseKey] as? HTTPURLResponse
             return end(error, then: [.abort])
         case .success(let accepted):
             let rest = Data(head.dropFirst(length))
@@ -474,9 +481,11 @@ struct WebSocketLifecycle {
         return receives.map { .deliver(receive: $0, .failure(error)) }
     }
 
+    /// Asks for the next read unless one is in flight, or unreceived messages fill the inbox (after our close frame,
+    /// what arrives is dropped: the inbox no longer grows), or unsent pongs pile up.
     private mutating func readIfNeeded(into actions: inout [Action]) {
         guard !readInFlight, phase == .handshaking || phase == .open || phase == .closing,
-            inboxBytes < inboxLimit, pongBytesUnsent < Self.pongBacklogLimit
+            inboxBytes < inboxLimit || closeSent, pongBytesUnsent < Self.pongBacklogLimit
         else { return }
         readInFlight = true
         actions.append(.read(timeout: phase == .handshaking ? handshakeTimeout : 0))
