@@ -63,7 +63,7 @@ public final class SessionRequest: Sendable {
     var lastAttempt: (any TaskReference)? { state.read { $0.tasks.last } }
     /// How many times the request was sent again.
     public var retryCount: Int { state.read { max(0, $0.lifecycle.attempts - 1) } }
-    /// The response of the last attempt that got one.
+    /// The last attempt's response; nil when it got none (a connection refused or reset), as a retrier sees it.
     public var response: HTTPURLResponse? { state.read { $0.response }?.httpResponse }
     /// libcurl's timings of every transfer so far (every attempt, every redirect step), on the curl transport.
     public var timings: [TransferTimings] { state.read { $0.timings } }
@@ -120,9 +120,11 @@ public final class SessionRequest: Sendable {
         _ = state.write { $0.lifecycle.taskStarted() }
     }
 
+    /// An attempt ended with `response`, nil (or a status of 0) when it got none: ``response`` becomes it, so that a
+    /// retrier judges the failed attempt by its own response, never by an earlier attempt's.
     func attemptEnded(response: ReceivedResponse?) {
-        guard let response, response.statusCode != 0 else { return }
-        state.write { $0.response = response }
+        let own = response.flatMap { $0.statusCode == 0 ? nil : $0 }
+        state.write { $0.response = own }
     }
 
     func collected(_ timings: TransferTimings) {

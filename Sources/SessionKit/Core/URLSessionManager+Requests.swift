@@ -59,8 +59,11 @@ extension URLSessionManager {
         // task is the request's last (`attempt` records it before resuming it, and cancels it when the request was
         // cancelled first).
         let control = self.control
+        // The wait before a retry (on a transport that does not retry in its task), which a cancel ends at once.
+        let retryWait = Protected<Task<Void, Error>?>(nil)
         sessionRequest.setCancelHandler {
             monitor.requestDidCancel(sessionRequest)  // before the task's own end, which it causes
+            retryWait.read { $0 }?.cancel()
             if let task = sessionRequest.lastAttempt { control.cancel(task) }
         }
         sessionRequest.setSuspendHandler { [weak self] suspending in
@@ -108,9 +111,10 @@ extension URLSessionManager {
                     return (outcome, sessionRequest)
                 }
                 // A streamed response whose head reached its reader is never sent again; one that failed before its
-                // head may be (its sink is still open, see `attempt`). A task that retries itself ended for good.
-                guard let interceptor, !retriesInTask, streamSink?.hasResponse != true, !sessionRequest.isCancelled,
-                    !Task.isCancelled
+                // head may be (its sink is still open, see `attempt`); a streamed request body was read once. A task
+                // that retries itself ended for good.
+                guard let interceptor, !retriesInTask, streamSink?.hasResponse != true, adapted.httpBodyStream == nil,
+                    !sessionRequest.isCancelled, !Task.isCancelled
                 else {
                     throw fail(error)
                 }
@@ -125,8 +129,13 @@ extension URLSessionManager {
                 guard sessionRequest.willRetry(after: delay) else { throw fail(cancelled()) }
                 monitor.request(sessionRequest, isRetryingAfter: delay, dueTo: error)
                 if delay > 0 {
+                    let wait = Task { try await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1_000_000_000)) }
+                    retryWait.write { $0 = wait }
+                    // A cancel between the check above and this store found no wait to end.
+                    if sessionRequest.isCancelled { wait.cancel() }
+                    defer { retryWait.write { $0 = nil } }
                     do {
-                        try await Task.sleep(nanoseconds: UInt64(min(delay, 86_400) * 1_000_000_000))
+                        try await wait.value
                     } catch {
                         throw fail(cancelled())
                     }

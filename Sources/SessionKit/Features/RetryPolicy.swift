@@ -102,11 +102,14 @@ public struct RetryPolicy: RequestInterceptor {
         return delay > 0 ? .retryAfter(delay) : .retry
     }
 
-    /// The seconds a `Retry-After` value asks for: a number of seconds, or an HTTP date (IMF-fixdate, RFC 850 or
-    /// asctime); nil when it is neither.
+    /// The seconds a `Retry-After` value asks for: delay-seconds (`1*DIGIT`, RFC 9110 10.2.3: no sign; a number too
+    /// large for an `Int` is longer than any wait), or an HTTP date (IMF-fixdate, RFC 850 or asctime); nil when it is
+    /// neither.
     static func retryAfterDelay(_ value: String, now: Date = Date()) -> TimeInterval? {
         let trimmed = value.trimmingCharacters(in: .whitespaces)
-        if let seconds = Int(trimmed) { return seconds >= 0 ? TimeInterval(seconds) : nil }
+        if !trimmed.isEmpty, trimmed.utf8.allSatisfy({ (0x30...0x39).contains($0) }) {
+            return Int(trimmed).map(TimeInterval.init) ?? .infinity
+        }
         if let date = HTTPDate.parse(trimmed) { return max(0, date.timeIntervalSince(now)) }
         return nil
     }

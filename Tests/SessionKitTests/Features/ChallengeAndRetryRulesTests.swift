@@ -133,4 +133,26 @@ final class ChallengeAndRetryRulesTests: XCTestCase {
                 error: URLError(.serverCertificateHasBadDate)),
             .doNotRetry, "certificate refusals are not retried (a difference from Alamofire, on purpose)")
     }
+
+    /// `Retry-After` as RFC 9110 10.2.3 writes it: delay-seconds are digits only (no sign), and a number too large to
+    /// hold is longer than any wait, not a value to ignore (it fell back to the short backoff).
+    func testRetryAfterIsDigitsOrAnHTTPDate() throws {
+        let now = Date(timeIntervalSince1970: 1_000_000_000)
+        XCTAssertEqual(RetryPolicy.retryAfterDelay("120", now: now), 120)
+        XCTAssertEqual(RetryPolicy.retryAfterDelay(" 0 ", now: now), 0)
+        XCTAssertEqual(RetryPolicy.retryAfterDelay("99999999999999999999", now: now), .infinity)
+        for malformed in ["+5", "-0", "-1", "1.5", "5s", "", " "] {
+            XCTAssertNil(RetryPolicy.retryAfterDelay(malformed, now: now), malformed)
+        }
+        XCTAssertEqual(RetryPolicy.retryAfterDelay(HTTPDate.format(now.addingTimeInterval(30)), now: now), 30)
+        XCTAssertEqual(RetryPolicy.retryAfterDelay(HTTPDate.format(now.addingTimeInterval(-30)), now: now), 0)
+        let request = URLRequest(url: try XCTUnwrap(URL(string: "http://example.com/")))
+        let huge = HTTPURLResponse(
+            url: try XCTUnwrap(request.url), statusCode: 503, httpVersion: nil,
+            headerFields: ["Retry-After": "99999999999999999999"])
+        XCTAssertEqual(
+            RetryPolicy(exponentialBackoffScale: 0.5).decision(
+                for: request, response: huge, retryCount: 0, error: URLError(.badServerResponse)),
+            .doNotRetry, "longer than the maximum delay")
+    }
 }

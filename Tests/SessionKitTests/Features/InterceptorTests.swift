@@ -182,6 +182,53 @@ final class InterceptorTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.count, 1)
     }
 
+    /// A streamed request body is read once: its request is not sent again and the retriers are not asked, on either
+    /// transport (the pipeline's own retries, on URLSession, sent the spent stream again).
+    func testAStreamedRequestBodyIsNotRetried() async throws {
+        let manager = makeManager()
+        let asked = CallCounter()
+        manager.interceptor = Interceptor(retry: { _, _ in
+            asked.increment()
+            return .retry
+        })
+        let path = flakyPath(failures: 1)
+        var request = URLRequest(url: server.url(path))
+        request.httpMethod = "PUT"
+        request.httpBodyStream = InputStream(data: Data("streamed once".utf8))
+        do {
+            _ = try await manager.perform(request)
+            XCTFail("a 503, not retried")
+        } catch {}
+        XCTAssertEqual(asked.count, 0)
+        XCTAssertEqual(server.requests.filter { $0.uri == path }.count, 1)
+    }
+
+    /// Cancelling a request while it waits to be retried ends it at once, as cancelled, on either transport (the
+    /// pipeline's wait, on URLSession, ran to its end: here ten minutes).
+    func testCancellingDuringARetryDelayEndsTheRequestAtOnce() async throws {
+        let manager = makeManager()
+        manager.interceptor = Interceptor(retry: { request, _ in
+            Task {
+                try? await Task.sleep(nanoseconds: 100_000_000)
+                request.cancel()
+            }
+            return .retryAfter(600)
+        })
+        let path = flakyPath(failures: 5)
+        let error: Error? = try await awaitCallback(timeout: 20) { done in
+            Task {
+                do {
+                    _ = try await manager.get(path)
+                    done(nil)
+                } catch {
+                    done(error)
+                }
+            }
+        }
+        XCTAssertEqual((error as? URLError)?.code, .cancelled, "\(String(describing: error))")
+        XCTAssertEqual(server.requests.filter { $0.uri == path }.count, 1)
+    }
+
     func testTransportErrorsAreRetriedButRefusalsAreNot() async throws {
         let manager = makeManager(timeout: 5)
         let attempts = CallCounter()

@@ -158,6 +158,46 @@ final class CookieJarTests: LoopbackTestCase {
         XCTAssertNil(jar.header(for: try url("http://www.co.uk/"), now: now), "host-only")
     }
 
+    /// A `Domain` ending in a dot escapes the public-suffix list (libpsl: `co.uk.` is not a suffix) and domain-matches
+    /// `evil.co.uk.`: it is refused, or every `co.uk.` site would get the cookie (libcurl's CVE-2022-27779).
+    func testADomainEndingInADotIsRefused() throws {
+        let jar = freshJar()
+        jar.store(["x=1; Domain=co.uk."], from: try url("http://evil.co.uk./"), now: now)
+        jar.store(["y=1; Domain=github.io."], from: try url("https://evil.github.io./"), now: now)
+        jar.store(["z=1; Domain=example.com."], from: try url("http://www.example.com./"), now: now)
+        XCTAssertEqual(jar.storage.cookies?.count ?? 0, 0)
+        XCTAssertNil(jar.header(for: try url("http://victim.co.uk./"), now: now))
+        XCTAssertNil(jar.header(for: try url("https://victim.github.io./"), now: now))
+        jar.store(["host=1"], from: try url("http://www.example.com./"), now: now)
+        XCTAssertEqual(
+            jar.header(for: try url("http://www.example.com./"), now: now), "host=1", "host-only still works")
+    }
+
+    /// Responses cannot grow the storage without bound (RFC 6265 6.1): past the limit per domain, then in all, the
+    /// expired and then the oldest cookies are deleted, and the newest stay.
+    func testTheStorageKeepsItsLimitsPerDomainAndInAll() throws {
+        let jar = CookieJar(storage: makeOwnCookieStorage(), limits: (perDomain: 5, total: 8))
+        let site = try url("http://a.example/")
+        for index in 0..<3 {
+            jar.store(["gone\(index)=1; Max-Age=1"], from: site, now: now)
+        }
+        let later = now.addingTimeInterval(10)
+        for index in 0..<7 {
+            jar.store(["a\(index)=\(index)"], from: site, now: later.addingTimeInterval(Double(index)))
+        }
+        let kept = Set(jar.storage.cookies?.map(\.name) ?? [])
+        XCTAssertEqual(kept.count, 5, "\(kept)")
+        XCTAssertTrue(kept.isDisjoint(with: ["gone0", "gone1", "gone2"]), "the expired went first: \(kept)")
+        XCTAssertTrue(kept.contains("a6"), "the newest stays: \(kept)")
+        for (host, count) in [("b.example", 2), ("c.example", 2)] {
+            for index in 0..<count {
+                jar.store(["\(host.prefix(1))\(index)=1"], from: try url("http://\(host)/"), now: later)
+            }
+        }
+        XCTAssertEqual(jar.storage.cookies?.count, 8, "the total")
+        XCTAssertEqual(jar.header(for: try url("http://c.example/"), now: later), "c0=1; c1=1", "the newest stay")
+    }
+
     func testHostOnlyCookiesStayOnTheirHost() throws {
         let jar = freshJar()
         jar.store(["host=1"], from: try url("http://example.com/"), now: now)

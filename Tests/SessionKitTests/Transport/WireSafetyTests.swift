@@ -51,6 +51,31 @@ final class WireSafetyTests: RawServerTestCase {
 
     // MARK: - At most once
 
+    /// A retrier sees the failed attempt's own response: none for an attempt whose connection was reset, not the 503
+    /// of the attempt before (a retry policy would otherwise retry a refusal, or reuse an old `Retry-After`).
+    func testARetrierSeesTheFailedAttemptsOwnResponse() async throws {
+        for transport in [Transport.curl, .foundation] {
+            let server = try await start { request in
+                request.index == 0 ? .respond(RawFaultServer.response(status: 503, body: "busy")) : .reset
+            }
+            let manager = HTTPSessionManager(sessionConfiguration: .ephemeral)
+            manager.transport = transport
+            let seen = LockedBox<[Int?]>([])
+            manager.interceptor = Interceptor(retry: { request, _ in
+                let count = seen.write { seen -> Int in
+                    seen.append(request.response?.statusCode)
+                    return seen.count
+                }
+                return count < 2 ? .retry : .doNotRetry
+            })
+            do {
+                _ = try await manager.get(server.url("/\(transport)").absoluteString)
+                XCTFail("the second attempt's connection was reset")
+            } catch {}
+            XCTAssertEqual(seen.wrappedValue, [503, nil], "\(transport)")
+        }
+    }
+
     func testANonIdempotentRequestIsNotSentAgainWhenItsReusedConnectionDies() async throws {
         for method in ["POST", "PATCH"] {
             // The second request on the first connection is read, then the connection is reset without an answer.

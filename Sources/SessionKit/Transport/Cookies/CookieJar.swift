@@ -14,13 +14,15 @@ import Foundation
 /// of `.com`), send a `Secure` cookie over plain HTTP, and let a cookie for `/a` go to `/ab`. Here:
 /// - A `Domain` attribute must be the host or a domain the host is in, and not a public suffix (`com`, `co.uk`,
 ///   `github.io`, by the Public Suffix List libcurl reads through libpsl) unless it is the host itself, which then
-///   sets a host-only cookie; an IP address takes no `Domain` but itself.
+///   sets a host-only cookie; an IP address takes no `Domain` but itself. A `Domain` ending in a dot is refused.
 /// - Without a `Path`, the path is the request path's directory (`/a/b` for `/a/b/c`).
 /// - A cookie that expired (`Max-Age=0`, an `Expires` in the past) deletes the stored one of the same name, domain and
 ///   path, and is not stored.
 /// - A plain-HTTP response cannot set a `Secure` (or `__Secure-`, `__Host-`) cookie (RFC 6265bis 5.7).
 /// - A request gets the cookies whose domain and path it matches, `Secure` ones only over TLS, unexpired, longest path
-///   first, then oldest first.
+///   first, then oldest first; a request with a `Cookie` field of its own is sent as it is.
+/// - At most `limits` cookies are kept per domain and in all (RFC 6265 6.1): past them, the expired, then the oldest
+///   are deleted.
 ///
 /// The storage's and the configuration's accept policies are honoured: `.never` stores nothing;
 /// `.onlyFromMainDocumentDomain` (either of them) stores the cookies of a response whose host is the request's
@@ -34,11 +36,18 @@ struct CookieJar {
     let storage: HTTPCookieStorage
     /// The configuration's `httpCookieAcceptPolicy`.
     var acceptPolicy: HTTPCookie.AcceptPolicy = .always
+    /// The most cookies kept for one domain, and in all: RFC 6265 6.1's least limits (50, 3000), so that responses
+    /// cannot grow the storage, or one domain's `Cookie` field, without bound.
+    let limits: (perDomain: Int, total: Int)
 
     /// The jar over `storage`, accepting as `acceptPolicy` says (and as the storage's own policy says).
-    init(storage: HTTPCookieStorage, acceptPolicy: HTTPCookie.AcceptPolicy = .always) {
+    init(
+        storage: HTTPCookieStorage, acceptPolicy: HTTPCookie.AcceptPolicy = .always,
+        limits: (perDomain: Int, total: Int) = (50, 3000)
+    ) {
         self.storage = storage
         self.acceptPolicy = acceptPolicy
+        self.limits = limits
     }
 
     /// The jar of `configuration`'s cookie storage and accept policy; nil when it sets no cookies.
@@ -54,6 +63,8 @@ struct CookieJar {
             let host = Self.host(of: url), accepts(from: host, mainDocumentURL: mainDocumentURL)
         else { return }
         let secure = Self.isSecure(url)
+        var storedDomains = Set<String>()
+        defer { if !storedDomains.isEmpty { evictBeyondLimits(of: storedDomains, now: now) } }
         for fieldValue in fieldValues {
             guard let cookie = SetCookie(fieldValue, now: now), cookie.mayBeSet(fromSecureOrigin: secure),
                 let domain = Self.domain(of: cookie, host: host)
@@ -82,8 +93,32 @@ struct CookieJar {
             if let expiry = cookie.expiry { properties[.expires] = expiry } else { properties[.discard] = "TRUE" }
             if cookie.isSecure { properties[.secure] = "TRUE" }
             if cookie.isHTTPOnly { properties[Self.httpOnlyKey] = "TRUE" }
-            if let made = HTTPCookie(properties: properties) { storage.setCookie(made) }
+            if let made = HTTPCookie(properties: properties) {
+                storage.setCookie(made)
+                storedDomains.insert(domain.bare)
+            }
         }
+    }
+
+    /// Keeps the storage within `limits` after cookies for `domains` (bare) were stored: expired cookies go first,
+    /// then the oldest of a domain past its limit, then the oldest of all past the total (RFC 6265 5.3 step 12; the
+    /// storage keeps no last-access time, so creation stands for it).
+    private func evictBeyondLimits(of domains: Set<String>, now: Date) {
+        guard var all = storage.cookies else { return }
+        var evicted = Set<ObjectIdentifier>()
+        func evict(_ cookie: HTTPCookie) {
+            guard evicted.insert(ObjectIdentifier(cookie)).inserted else { return }
+            storage.deleteCookie(cookie)
+        }
+        for cookie in all where cookie.expiresDate.map({ $0 <= now }) ?? false { evict(cookie) }
+        for domain in domains {
+            let ofDomain = all.filter { $0.bareDomain == domain && !evicted.contains(ObjectIdentifier($0)) }
+            guard ofDomain.count > limits.perDomain else { continue }
+            ofDomain.sorted { $0.created < $1.created }.dropLast(limits.perDomain).forEach(evict)
+        }
+        all.removeAll { evicted.contains(ObjectIdentifier($0)) }
+        guard all.count > limits.total else { return }
+        all.sorted { $0.created < $1.created }.dropLast(limits.total).forEach(evict)
     }
 
     /// The `Cookie` field a request to `url` sends, or nil when no stored cookie is for it.
@@ -129,6 +164,10 @@ struct CookieJar {
     /// without its dot; nil when the cookie must be ignored (5.3, steps 4–6).
     private static func domain(of cookie: SetCookie, host: String) -> (stored: String, bare: String)? {
         guard let attribute = cookie.domain else { return (host, host) }
+        // A name ending in a dot is no public suffix to libpsl (`co.uk.` passes where `co.uk` does not), and
+        // `evil.co.uk.` is in it: such a cookie would reach every `co.uk.` site. It is refused (as libcurl refuses
+        // it since CVE-2022-27779).
+        if attribute.hasSuffix(".") { return nil }
         // A public suffix may be named by its own host only, and then as host-only (5.3, step 5): a response from
         // `evil.co.uk` sets no cookie for every `co.uk` site.
         if isPublicSuffix(attribute) {
