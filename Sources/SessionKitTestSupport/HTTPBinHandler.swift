@@ -155,8 +155,19 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
         case "redirect-loop":
             redirect(context, request, to: "/redirect-loop", status: .found)
         case "redirect-to":
+            // `body=B`: the redirect carries B as its body (what a client that refuses the redirect gets).
             let status = HTTPResponseStatus(statusCode: Int(request.query["status_code"] ?? "") ?? 302)
-            redirect(context, request, to: request.query["url"] ?? "/get", status: status)
+            redirect(context, request, to: request.query["url"] ?? "/get", status: status, body: request.query["body"])
+        case "cookie-gate":
+            // A cookie check: a redirect to itself that sets `gate=open`, then a 200 once the cookie comes back.
+            if request.header("Cookie")?.contains("gate=open") == true {
+                respond(context, request, json: ["gate": "open"])
+            } else {
+                var headers = HTTPHeaders()
+                headers.add(name: "Set-Cookie", value: "gate=open; Path=/")
+                headers.add(name: "Location", value: "/cookie-gate")
+                respond(context, request, status: .found, body: Data(), contentType: nil, extraHeaders: headers)
+            }
         case "goaway":
             goAway(context, request)
         case "reset":
@@ -342,11 +353,15 @@ final class HTTPBinHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func redirect(
-        _ context: ChannelHandlerContext, _ request: Request, to location: String, status: HTTPResponseStatus
+        _ context: ChannelHandlerContext, _ request: Request, to location: String, status: HTTPResponseStatus,
+        body: String? = nil
     ) {
         var headers = HTTPHeaders()
         headers.add(name: "Location", value: location)
-        respond(context, request, status: status, body: Data(), contentType: nil, extraHeaders: headers)
+        respond(
+            context, request, status: status, body: Data((body ?? "").utf8),
+            contentType: body.map { _ in "text/plain" },
+            extraHeaders: headers)
     }
 
     /// Counts the bodies `/basic-auth` served.

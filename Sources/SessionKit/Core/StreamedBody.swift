@@ -6,7 +6,7 @@ import Foundation
 
 /// The body of a ``StreamedResponse``: its chunks, in order, as they are read.
 ///
-/// Reading slowly slows the transfer down (on the curl transport the transfer pauses while 8 MiB wait). Cancelling
+/// Reading slowly slows the transfer down (on the curl transport the transfer pauses while 2 MiB wait). Cancelling
 /// the Swift task that reads cancels the request, and the read throws `URLError.cancelled` whenever the cancellation
 /// lands: before the first read, during one, or between two. A loop over the body therefore ends without an error
 /// only when the whole body arrived. Dropping the body unread cancels the request too.

@@ -11,7 +11,7 @@ public struct StreamedResponse: Sendable {
     /// The response head.
     public let response: HTTPURLResponse
     /// The body, chunk by chunk, in order; it throws the transport's error, if any, after the last chunk that
-    /// arrived. Reading slowly slows the transfer down (on the curl transport the transfer pauses while 8 MiB wait);
+    /// arrived. Reading slowly slows the transfer down (on the curl transport the transfer pauses while 2 MiB wait);
     /// cancelling the reading Swift task cancels the request and makes the read throw `URLError.cancelled` (before
     /// the first read, during one or between two), and dropping the body unread cancels the request.
     public let body: StreamedBody
@@ -79,7 +79,7 @@ extension URLSessionManager {
     /// Creates (not resumed) a data task whose body is handed to `chunk`, in order, on a serial queue of the task's
     /// own, instead of being kept in memory; `completion` runs once on the ``completionQueue`` after the last chunk
     /// was handled. A `chunk` closure that takes its time slows the transfer down (on the curl transport the
-    /// transfer pauses while 8 MiB wait) instead of piling the body up.
+    /// transfer pauses while 2 MiB wait) instead of piling the body up.
     ///
     /// - Parameters:
     ///   - request: The request to send.

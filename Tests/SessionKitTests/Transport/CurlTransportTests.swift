@@ -308,6 +308,38 @@ final class CurlTransportTests: LoopbackTestCase {
         let stopped = try await manager.get("/redirect/2")
         XCTAssertEqual(stopped.statusCode, 302)
         XCTAssertEqual(seen.wrappedValue, ["/redirect/1"])
+        // A refused redirect is the response with its body, as URLSession returns it.
+        let refused = try await manager.get("/redirect-to?url=/get&body=moved")
+        XCTAssertEqual(refused.statusCode, 302)
+        XCTAssertEqual(String(decoding: refused.data, as: UTF8.self), "moved")
+    }
+
+    /// A redirect back to the same URL that sets a cookie is no cycle: the cookie changes the answer (a login's or a
+    /// cookie check's round trip). The same redirect without a cookie still is one.
+    func testARedirectToItselfThatSetsACookieIsFollowed() async throws {
+        let manager = makeCurlManagerWithOwnCookies()
+        let opened = try await manager.get("/cookie-gate")
+        XCTAssertEqual(opened.statusCode, 200)
+        XCTAssertEqual(server.requests.map(\.uri), ["/cookie-gate", "/cookie-gate"])
+        XCTAssertEqual(server.requests.last?.header("Cookie"), "gate=open")
+    }
+
+    /// An empty `Location` is the request's own URL (RFC 3986 5.2: an empty reference resolves to its base): a POST
+    /// answered by a 303 with it is a GET of the same URL.
+    func testAnEmptyLocationIsTheSameURL() async throws {
+        let manager = makeManager(transport: .curl)
+        manager.responseSerializer = HTTPResponseSerializer()
+        let path = "/redirect-to?url=&status_code=303"
+        var request = URLRequest(url: server.url(path))
+        request.httpMethod = "POST"
+        request.httpBody = Data("x".utf8)
+        let (response, error): (URLResponse?, Error?) = try await awaitCallback { done in
+            manager.dataTask(with: request) { response, _, error in done((response, error)) }.resume()
+        }
+        XCTAssertEqual((error as? URLError)?.code, .httpTooManyRedirects, "the server answers a 303 again")
+        XCTAssertNil(response)
+        XCTAssertEqual(server.requests.map(\.method).prefix(2), ["POST", "GET"])
+        XCTAssertEqual(Set(server.requests.map(\.uri)), [path], "the same URL each time")
     }
 
     func testARedirectDecidedWhileTheTaskIsSuspendedWaitsForResumeAndIsNotLost() async throws {

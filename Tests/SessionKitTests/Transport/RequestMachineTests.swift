@@ -134,7 +134,9 @@ final class RequestMachineTests: XCTestCase {
         XCTAssertFalse(machine.isPaused, "an ended request holds nothing")
     }
 
-    func testARedirectIsHeldAndItsBodyDropped() {
+    /// A redirect is held, its body kept for its decision (a refused redirect is the response, with its body), not
+    /// delivered.
+    func testARedirectIsHeldWithItsBodyKeptForTheDecision() {
         var machine = running()
         let redirect = response(302, ["Location": "/next"])
         XCTAssertEqual(machine.headArrived(received(302, ["Location": "/next"])), .hold)
@@ -144,7 +146,8 @@ final class RequestMachineTests: XCTestCase {
         guard case .decideRedirect(let held) = machine.transferEnded(failed: false) else {
             return XCTFail("a held redirect is decided when its transfer ended")
         }
-        XCTAssertEqual(held.statusCode, 302)
+        XCTAssertEqual(held.response.statusCode, 302)
+        XCTAssertEqual(String(decoding: held.body, as: UTF8.self), "moved")
         XCTAssertEqual(describe(machine), "deciding(302)")
         XCTAssertEqual(machine.taskState, .running)
         let next = machine.redirect(after: redirect, from: URLRequest(url: url))

@@ -359,9 +359,14 @@ final class WireSafetyTests: RawServerTestCase {
 
     /// `megabytes` MiB of zeros as gzip (about a thousandth of that), made by the system's gzip.
     private func gzipBomb(megabytes: Int) throws -> Data {
+        try gzipped("head -c \(megabytes << 20) /dev/zero")
+    }
+
+    /// What the shell command `source` writes, compressed by the system's gzip.
+    private func gzipped(_ source: String) throws -> Data {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/bin/sh")
-        process.arguments = ["-c", "head -c \(megabytes << 20) /dev/zero | gzip -9"]
+        process.arguments = ["-c", "\(source) | gzip -9"]
         let pipe = Pipe()
         process.standardOutput = pipe
         try process.run()
@@ -385,6 +390,66 @@ final class WireSafetyTests: RawServerTestCase {
         manager.responseBodyLimits.maximumDecompressionRatio = nil
         let (_, second) = try await run(manager, URLRequest(url: server.url("/bomb")))
         XCTAssertEqual(code(second), URLError.Code.dataLengthExceedsMaximum.rawValue, "\(String(describing: second))")
+    }
+
+    /// A chunked gzip body within the decompression ratio (about 72×) is read whole. libcurl counts a chunked read's
+    /// wire bytes only after handing on what they decoded to, so its first 16 KiB, inflating past 1 MiB, were refused
+    /// as a bomb.
+    func testAChunkedCompressedBodyWithinTheRatioIsReadWhole() async throws {
+        var payload = Data(count: 4 << 20)
+        var seed: UInt64 = 1
+        for index in stride(from: 0, to: payload.count, by: 200) {
+            seed = seed &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            payload[index] = UInt8(truncatingIfNeeded: seed >> 33)
+        }
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("sk-ratio-\(UUID().uuidString)")
+        try payload.write(to: file)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let gzipped = try gzipped("cat '\(file.path)'")
+        XCTAssertLessThan(gzipped.count * 100, payload.count * 2, "under the ratio, but more than 50×")
+        var body = Data("HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n".utf8)
+        for start in stride(from: 0, to: gzipped.count, by: 8192) {
+            let chunk = gzipped[start..<min(start + 8192, gzipped.count)]
+            body += Data("\(String(chunk.count, radix: 16))\r\n".utf8) + chunk + Data("\r\n".utf8)
+        }
+        body += Data("0\r\n\r\n".utf8)
+        let server = try await start { _ in .respond(body) }
+        let manager = manager()
+        let (data, error): (Data?, Error?) = try await awaitCallback(timeout: 30) { done in
+            manager.dataTask(
+                with: URLRequest(url: server.url("/chunked-gzip")),
+                completionHandler: { _, object, error in done((object as? Data, error)) }
+            ).resume()
+        }
+        XCTAssertNil(error, "\(String(describing: error))")
+        XCTAssertEqual(data, payload)
+    }
+
+    /// A `Content-Length` that is not one number fails the response (RFC 9110 8.6, RFC 9112 6.3): two different
+    /// values, a list of them, trailing junk, a number too large; the same value twice is one.
+    func testAContentLengthThatIsNotOneNumberFailsTheResponse() async throws {
+        let manager = manager()
+        let cases: [([String], Bool)] = [
+            (["Content-Length: 5", "Content-Length: 100"], true),
+            (["Content-Length: 5, 10"], true),
+            (["Content-Length: 5abc"], true),
+            (["Content-Length: 99999999999999999999"], true),
+            (["Content-Length: 5", "Content-Length: 5"], false),
+            (["Content-Length: 5, 5"], false),
+        ]
+        for (fields, fails) in cases {
+            let head = "HTTP/1.1 200 OK\r\n" + fields.joined(separator: "\r\n") + "\r\n\r\n"
+            let server = try await start { _ in .respondAndClose(Data((head + "hello").utf8)) }
+            let (response, error) = try await run(manager, URLRequest(url: server.url("/length")))
+            if fails {
+                XCTAssertEqual(
+                    (error as? URLError)?.code, .badServerResponse, "\(fields): \(String(describing: error))")
+                XCTAssertNil(response, "\(fields)")
+            } else {
+                XCTAssertNil(error, "\(fields)")
+                XCTAssertEqual(response?.statusCode, 200, "\(fields)")
+            }
+        }
     }
 
     func testAnEndlessBodyStopsAtTheInMemoryLimitOnBothTransportsAndKeepsNothing() async throws {

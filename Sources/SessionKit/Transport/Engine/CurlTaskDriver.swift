@@ -657,9 +657,9 @@ final class CurlTaskDriver: @unchecked Sendable {
                 if let challenge = held.challenge {
                     answer(challenge, of: held.response, body: held.body)
                 }
-            case .decideRedirect(let response):
-                cache?.redirected(by: response)
-                followRedirect(response)
+            case .decideRedirect(let held):
+                cache?.redirected(by: held.response)
+                followRedirect(held.response, body: held.body)
             }
         }
     }
@@ -751,7 +751,7 @@ final class CurlTaskDriver: @unchecked Sendable {
     }
 
     /// A 3xx ended: ask the manager, then follow, or deliver the 3xx as the response.
-    private func followRedirect(_ response: HTTPURLResponse) {
+    private func followRedirect(_ response: HTTPURLResponse, body: Data) {
         let request = requestWithoutCacheFields()
         switch observed.write({ $0.machine.redirect(after: response, from: request) }) {
         case .failure(let error):
@@ -765,7 +765,9 @@ final class CurlTaskDriver: @unchecked Sendable {
                 if let refusal = HTTPFieldValidation.error(for: next) { return complete(refusal) }
                 startNext(next)
             } else {
+                // Refused: the redirect is the response, with its body (as URLSession returns it).
                 deliverHead(response)
+                deliverStoredBody(body)
                 finish(nil)
             }
         }

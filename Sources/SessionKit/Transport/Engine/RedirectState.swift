@@ -5,7 +5,7 @@ import Foundation
 #endif
 
 /// The redirect chain of one request on the curl transport, as a value: it turns a 3xx response into the next
-/// request (or the reason to stop), with a limit, cycle detection, the method rules, header stripping across
+/// request (or the reason to stop), with a limit, cycle detection (reset by a response that sets a cookie), the method rules, header stripping across
 /// origins, https → http refused, and a Unix socket reached only from itself.
 struct RedirectState {
     /// At most this many redirects per request.
@@ -32,7 +32,7 @@ struct RedirectState {
                     ]))
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
-            var target = URL(string: location, relativeTo: current)?.absoluteURL,
+            var target = Self.resolve(location, against: current),
             ["http", "https", "http+unix", "https+unix"].contains(target.scheme?.lowercased() ?? "")
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
         // A server on the network must not steer a request onto a local socket (a Docker or database API): a
@@ -57,7 +57,14 @@ struct RedirectState {
         }
         count += 1
         guard count <= Self.limit else { return failure(.httpTooManyRedirects, "More than \(Self.limit) redirects.") }
-        visited.insert(Self.key(request))
+        // A response that sets a cookie may answer the same request differently next time (a login's or a cookie
+        // check's redirect back to itself): what was visited before it, this request included, is no cycle. The
+        // limit still holds.
+        if response.value(forHTTPHeaderField: "Set-Cookie") != nil {
+            visited.removeAll()
+        } else {
+            visited.insert(Self.key(request))
+        }
 
         var next = request
         next.url = target
@@ -76,6 +83,17 @@ struct RedirectState {
             return failure(.httpTooManyRedirects, "The redirects form a cycle.")
         }
         return .success(next)
+    }
+
+    /// `location` resolved against `current` (RFC 3986 5.2); an empty reference is `current` itself, without its
+    /// fragment (which the step after inherits again).
+    private static func resolve(_ location: String, against current: URL) -> URL? {
+        guard !location.isEmpty else {
+            var components = URLComponents(url: current, resolvingAgainstBaseURL: true)
+            components?.fragment = nil
+            return components?.url
+        }
+        return URL(string: location, relativeTo: current)?.absoluteURL
     }
 
     /// The fields that describe a body, dropped with it (Fetch's request-body-header names, the length, the framing,

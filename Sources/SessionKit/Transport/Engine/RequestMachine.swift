@@ -80,8 +80,8 @@ struct RequestMachine {
         let response: HTTPURLResponse
         /// The challenge, when it is a 401 or 407 the manager may answer.
         let challenge: AuthenticationChallengeHeader?
-        /// A challenge's body, kept (up to ``RequestMachine/heldBodyLimit``) for delivery if the manager gives up; a
-        /// redirect's body is dropped.
+        /// The held response's body, kept (up to ``RequestMachine/heldBodyLimit``) for delivery if the manager gives
+        /// up a challenge or refuses a redirect (URLSession then returns the redirect's body).
         var body = Data()
     }
 
@@ -153,7 +153,7 @@ struct RequestMachine {
         /// Complete with the transfer's error (unless a stored response may answer it).
         case fail
         /// Ask the manager whether to follow this redirect.
-        case decideRedirect(HTTPURLResponse)
+        case decideRedirect(HeldResponse)
         /// Ask the manager how to answer this challenge.
         case decideChallenge(HeldResponse)
     }
@@ -440,7 +440,7 @@ struct RequestMachine {
     mutating func bodyArrived(_ data: Data) -> BodyAction {
         guard case .running(var attempt) = state else { return .drop }
         if var held = attempt.held {
-            if held.challenge != nil, held.body.count + data.count <= Self.heldBodyLimit {
+            if held.body.count + data.count <= Self.heldBodyLimit {
                 held.body.append(data)
                 attempt.held = held
                 state = .running(attempt)
@@ -463,7 +463,7 @@ struct RequestMachine {
         guard let held = attempt.held else { return .finish }
         state = .deciding(held, paused: attempt.paused)
         if held.challenge != nil { return .decideChallenge(held) }
-        return .decideRedirect(held.response)
+        return .decideRedirect(held)
     }
 
     /// The request completes: false when it had ended already (or never started), so that it completes once.
