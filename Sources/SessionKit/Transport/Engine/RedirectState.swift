@@ -5,8 +5,8 @@ import Foundation
 #endif
 
 /// The redirect chain of one request on the curl transport, as a value: it turns a 3xx response into the next
-/// request (or the reason to stop), with a limit, cycle detection (reset by a response that sets a cookie), the method rules, header stripping across
-/// origins, https → http refused, and a Unix socket reached only from itself.
+/// request (or the reason to stop), with a limit, cycle detection (reset by a response that sets a cookie), the
+/// method rules, header stripping across origins, https → http refused, and a Unix socket reached only from itself.
 struct RedirectState {
     /// At most this many redirects per request.
     static let limit = 16

@@ -292,8 +292,8 @@ struct CacheEntry {
     }
 
     /// The opaque parts (quotes included, `W/` left out) of a list of entity tags (`"a", W/"b"`; RFC 9110 8.8.3:
-    /// `etagc` is `!`, `#` to `~` or obs-text, so a comma may sit inside the quotes; empty elements are ignored, 5.6.1.2),
-    /// or nil when the value is not such a list or names none.
+    /// `etagc` is `!`, `#` to `~` or obs-text, so a comma may sit inside the quotes; empty elements are ignored,
+    /// 5.6.1.2), or nil when the value is not such a list or names none.
     static func entityTags(in value: String) -> [ArraySlice<UInt8>]? {
         let bytes = Array(value.utf8)
         var tags: [ArraySlice<UInt8>] = []
