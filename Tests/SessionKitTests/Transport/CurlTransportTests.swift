@@ -324,6 +324,21 @@ final class CurlTransportTests: LoopbackTestCase {
         XCTAssertEqual(server.requests.last?.header("Cookie"), "gate=open")
     }
 
+    /// A redirect to a URL the transport would not load given directly fails as that URL would: `.unsupportedURL`.
+    func testARedirectToAnotherSchemeIsAnUnsupportedURL() async throws {
+        let manager = makeManager(transport: .curl)
+        for target in ["file:///etc/passwd", "ftp://127.0.0.1/x", "data:text/plain,x"] {
+            var components = URLComponents()
+            components.queryItems = [URLQueryItem(name: "url", value: target)]
+            do {
+                _ = try await manager.get("/redirect-to?\(components.percentEncodedQuery ?? "")")
+                XCTFail("\(target) was followed")
+            } catch {
+                XCTAssertEqual((error as? URLError)?.code, .unsupportedURL, "\(target): \(error)")
+            }
+        }
+    }
+
     /// An empty `Location` is the request's own URL (RFC 3986 5.2: an empty reference resolves to its base): a POST
     /// answered by a 303 with it is a GET of the same URL.
     func testAnEmptyLocationIsTheSameURL() async throws {

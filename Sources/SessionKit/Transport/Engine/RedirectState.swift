@@ -32,9 +32,12 @@ struct RedirectState {
                     ]))
         }
         guard let location = response.value(forHTTPHeaderField: "Location"),
-            var target = Self.resolve(location, against: current),
-            ["http", "https", "http+unix", "https+unix"].contains(target.scheme?.lowercased() ?? "")
+            var target = Self.resolve(location, against: current)
         else { return failure(.redirectToNonExistentLocation, "The redirect has no usable Location.") }
+        // A URL this transport would not load given directly (`file:`, `ftp:`, `data:`) fails as that URL would.
+        guard ["http", "https", "http+unix", "https+unix"].contains(target.scheme?.lowercased() ?? "") else {
+            return failure(.unsupportedURL, "A redirect to a \(target.scheme ?? "schemeless") URL is refused.")
+        }
         // A server on the network must not steer a request onto a local socket (a Docker or database API): a
         // Unix socket URL is followed only from a request on that same socket, as AsyncHTTPClient does.
         if UnixSocketURL.isUnixSocket(target) {
