@@ -92,4 +92,23 @@ final class ResponseHeadParserTests: XCTestCase {
         XCTAssertTrue(
             "A-Much-Longer-Field-Name-Than-Fifteen".equalsIgnoringASCIICase("a-much-longer-FIELD-name-than-fifteen"))
     }
+
+    /// A final head's `Content-Length`: digits that fit 64 bits, the same in every field and list member (RFC 9110
+    /// 8.6, RFC 9112 6.3), optional whitespace around each; a `Transfer-Encoding` makes it irrelevant.
+    func testContentLengthMustBeOneNumber() {
+        func problem(_ values: [String], _ extra: [(String, String)] = []) -> String? {
+            CurlTransfer.contentLengthProblem(in: values.map { ("content-length", $0) } + extra)
+        }
+        for fine in [["5"], [" 5 "], ["5", "5"], ["5, 5"], ["5,5"], ["0"], ["9223372036854775807"]] {
+            XCTAssertNil(problem(fine), "\(fine)")
+        }
+        for bad in [
+            ["5", "6"], ["5, 6"], ["5 5"], ["5abc"], ["-5"], ["+5"], [""], [",5"], ["5,"], ["0x10"],
+            ["9223372036854775808"], ["99999999999999999999"],
+        ] {
+            XCTAssertNotNil(problem(bad), "\(bad)")
+        }
+        XCTAssertNil(problem(["5", "6"], [("Transfer-Encoding", "chunked")]), "the chunked framing wins")
+        XCTAssertNil(CurlTransfer.contentLengthProblem(in: [("Content-Type", "text/plain")]), "none at all")
+    }
 }

@@ -791,18 +791,37 @@ final class CurlTransfer: @unchecked Sendable {
     /// large as "until the connection closes": on a reused connection another response's bytes would be read as this
     /// one's. A `Transfer-Encoding` frames the body instead, and the field is not looked at.
     static func contentLengthProblem(in fields: [(String, String)]) -> String? {
+        // Read at every response: the names are told apart by their length first, the value byte by byte.
+        if fields.contains(where: { $0.0.utf8.count == 17 && $0.0.equalsIgnoringASCIICase("Transfer-Encoding") }) {
+            return nil
+        }
         var length: Int64?
         for (name, value) in fields {
-            if name.equalsIgnoringASCIICase("Transfer-Encoding") { return nil }
-            guard name.equalsIgnoringASCIICase("Content-Length") else { continue }
-            for member in value.split(separator: ",", omittingEmptySubsequences: false) {
-                let digits = member.trimmingCharacters(in: CharacterSet(charactersIn: " \t"))
-                guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }),
-                    let number = Int64(digits)
-                else { return "a Content-Length that is not a number (\(value))" }
+            guard name.utf8.count == 14, name.equalsIgnoringASCIICase("Content-Length") else { continue }
+            var (number, digits, ended): (Int64, Int, Bool) = (0, 0, false)
+            func member() -> String? {
+                guard digits > 0 else { return "a Content-Length that is not a number (\(value))" }
                 guard length == nil || length == number else { return "two different Content-Length values" }
                 length = number
+                (number, digits, ended) = (0, 0, false)
+                return nil
             }
+            for byte in value.utf8 {
+                switch byte {
+                case 0x30...0x39 where !ended:
+                    let (times10, overflow) = number.multipliedReportingOverflow(by: 10)
+                    let (sum, overflowed) = times10.addingReportingOverflow(Int64(byte - 0x30))
+                    guard !overflow, !overflowed else { return "a Content-Length too large (\(value))" }
+                    (number, digits) = (sum, digits + 1)
+                case 0x20, 0x09:
+                    ended = digits > 0
+                case UInt8(ascii: ","):
+                    if let problem = member() { return problem }
+                default:
+                    return "a Content-Length that is not a number (\(value))"
+                }
+            }
+            if let problem = member() { return problem }
         }
         return nil
     }
